@@ -1,0 +1,70 @@
+// ExecResult: what a finished command produced, told honestly.
+//
+//   sandboxio::ExecResult r = sandbox.run({"python3", "-c", "print(1)"});
+//   if (r.termination == sandboxio::Termination::Timeout) { /* killed at the deadline */ }
+//   else if (r.ok()) std::cout << r.stdout_bytes;
+//
+// Exit codes are never invented: when a process did not exit by itself the termination reason
+// says why, and exit_code holds what the sandbox reported (for example 137 after SIGKILL) or
+// nothing when it reported nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "sandboxio/output.hpp"
+
+namespace sandboxio {
+
+enum class Termination : std::uint8_t {
+  Exited,       // the process exited by itself; exit_code is its status
+  Signalled,    // a signal ended it (not one sandboxio sent); signal is set
+  Timeout,      // sandboxio killed it at its deadline
+  OutOfMemory,  // the sandbox's memory limit killed it
+  SandboxGone,  // the sandbox ended under it (lifetime, kill, reap)
+  Cancelled,    // the caller cancelled the operation and sandboxio killed it
+};
+
+[[nodiscard]] constexpr std::string_view to_string(Termination t) noexcept {
+  switch (t) {
+    case Termination::Exited:
+      return "exited";
+    case Termination::Signalled:
+      return "signalled";
+    case Termination::Timeout:
+      return "timeout";
+    case Termination::OutOfMemory:
+      return "out_of_memory";
+    case Termination::SandboxGone:
+      return "sandbox_gone";
+    case Termination::Cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+struct ExecResult {
+  std::optional<int> exit_code{};
+  Bytes stdout_bytes{};  // empty when streamed
+  Bytes stderr_bytes{};  // empty when streamed
+  std::chrono::nanoseconds duration{0};
+  Termination termination = Termination::Exited;
+  std::optional<int> signal{};
+  /// True when the output went to the caller as OutputChunks (stream()); then stdout_bytes and
+  /// stderr_bytes are empty by construction.
+  bool streamed = false;
+  /// Rich values from run_code, in the order the code produced them.
+  std::vector<RichOutput> results{};
+
+  /// Exited by itself with status 0.
+  [[nodiscard]] bool ok() const noexcept {
+    return termination == Termination::Exited && exit_code == 0;
+  }
+
+  friend bool operator==(const ExecResult&, const ExecResult&) = default;
+};
+
+}  // namespace sandboxio

@@ -1,0 +1,207 @@
+// Machine: the sans-I/O state machine every backend implements. It consumes bytes, connection
+// events and timer expiries, and emits requests (connect, send, close), events (output,
+// results, failures, records, warnings) and its next deadline. It never performs I/O and never
+// reads a clock: time enters as `now` (a monotonic Instant chosen by the driver).
+//
+//   OpId op = m.submit_run(cmd, now);
+//   while (auto req = m.poll_request()) transport.perform(*req);   // then feed handle_*()
+//   while (auto ev = m.poll_event()) dispatch(*ev);
+//   if (auto d = m.poll_deadline()) transport.wake_at(*d);
+//
+// Driver contract (the same for the simulated, blocking and Asio transports):
+//  1. After every handle_*() or submit_*() call, drain poll_request() then poll_event(), then
+//     read poll_deadline(). No user code may call back into the machine while it runs
+//     (events are values, so there is no re-entrancy).
+//  2. Bytes: handle_bytes() consumes what it can and returns the count; bytes it did not
+//     consume must be offered again after the consumer made room (backpressure: a stream's
+//     output waits in the machine up to Limits::stream_buffer bytes until handle_consumed()).
+//  3. Deadlines: call handle_timeout(now) once now >= poll_deadline().
+//  4. Errors: an operation fails with an event::Failed carrying an SBX Problem. A fatal machine
+//     error (protocol violation on the control connection) fails every pending operation and
+//     is sticky: later submissions fail at once with the same problem.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sandboxio/capabilities.hpp"
+#include "sandboxio/create_options.hpp"
+#include "sandboxio/exec_result.hpp"
+#include "sandboxio/file_info.hpp"
+#include "sandboxio/isolation.hpp"
+#include "sandboxio/managed_sandbox.hpp"
+#include "sandboxio/network_policy.hpp"
+#include "sandboxio/output.hpp"
+#include "sandboxio/record.hpp"
+#include "sandboxio/result.hpp"
+
+namespace sandboxio {
+
+/// Monotonic time given by the driver: nanoseconds since an epoch of the driver's choosing.
+using Instant = std::chrono::nanoseconds;
+/// A connection the machine asked for; numbered by the machine from 1.
+using ConnId = std::uint32_t;
+/// An operation submitted to the machine; numbered by the machine from 1.
+using OpId = std::uint64_t;
+
+/// Where a connection goes.
+struct Endpoint {
+  enum class Kind : std::uint8_t { Unix, Tcp };
+  Kind kind = Kind::Unix;
+  std::string address{};  // socket path (Unix) or host name (Tcp)
+  std::uint16_t port = 0;
+  bool tls = false;
+  std::string server_name{};  // SNI and certificate name when tls; defaults to address
+
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+
+/// A command to run (run() keeps the output; stream() hands it over as it comes).
+struct Command {
+  std::vector<std::string> argv{};
+  Env env{};
+  std::string workdir{};  // empty: the sandbox's default
+  std::chrono::milliseconds timeout{60'000};
+  Bytes stdin_data{};  // written to the process's stdin, which is then closed
+  /// run() only: the most output kept in memory; more fails with SBX_E1303.
+  std::size_t output_limit = std::size_t{64} << 20;
+
+  friend bool operator==(const Command&, const Command&) = default;
+};
+
+/// Code for run_code().
+struct CodeRequest {
+  std::string code{};
+  std::string language = "python";
+  std::optional<std::string> context{};  // a context from create_context() (StatefulCode)
+  std::chrono::milliseconds timeout{60'000};
+  Env env{};
+
+  friend bool operator==(const CodeRequest&, const CodeRequest&) = default;
+};
+
+/// What info() and create() return.
+struct SandboxInfo {
+  std::string backend{};
+  std::string id{};
+  IsolationTier tier{};
+  CapabilitySet capabilities{};
+  NetworkPolicy network{};
+  SandboxState state = SandboxState::Unknown;
+  std::chrono::seconds lifetime{0};
+
+  friend bool operator==(const SandboxInfo&, const SandboxInfo&) = default;
+};
+
+/// The bounds of a machine's queues, with their defaults.
+struct Limits {
+  std::size_t max_requests = 256;            // queued requests before QueueFull
+  std::size_t max_events = 4096;             // queued non-output events before QueueFull
+  std::size_t stream_buffer = 1 << 20;       // unconsumed output bytes per stream
+  std::size_t max_pending_operations = 256;  // operations in flight per machine
+};
+
+namespace request {
+struct Open {
+  ConnId conn{};
+  Endpoint endpoint{};
+};
+struct Send {
+  ConnId conn{};
+  Bytes data{};
+};
+struct HalfClose {  // shutdown(SHUT_WR)
+  ConnId conn{};
+};
+struct Close {
+  ConnId conn{};
+};
+}  // namespace request
+using Request = std::variant<request::Open, request::Send, request::HalfClose, request::Close>;
+
+/// The value an operation completes with.
+using Completion = std::variant<std::monostate,                // kill, write_file, remove_file, ...
+                                SandboxInfo,                   // create, connect, info
+                                ExecResult,                    // run, run_code, stream (at its end)
+                                Bytes,                         // read_file
+                                std::vector<FileInfo>,         // list_files
+                                std::string,                   // create_context: the context id
+                                std::vector<ManagedSandbox>>;  // list_managed
+
+namespace event {
+struct Output {  // a chunk of a stream()'s output
+  OpId op{};
+  OutputChunk chunk{};
+};
+struct Done {
+  OpId op{};
+  Completion value{};
+};
+struct Failed {
+  OpId op{};
+  Problem problem{};
+};
+struct Cancelled {  // the operation was cancelled and its remote work stopped
+  OpId op{};
+  bool possible_orphan = false;  // the teardown grace ran out first
+};
+struct Record {  // a closed, redacted operation record
+  OperationRecord record{};
+  Instant started{};  // when the operation was submitted, for the driver's wall-clock stamp
+};
+struct Warning {
+  Problem problem{};
+};
+}  // namespace event
+using Event = std::variant<event::Output, event::Done, event::Failed, event::Cancelled,
+                           event::Record, event::Warning>;
+
+class Machine {
+ public:
+  virtual ~Machine() = default;
+
+  // ---- facts ----
+  [[nodiscard]] virtual std::string_view scheme() const noexcept = 0;
+  [[nodiscard]] virtual CapabilitySet capabilities() const noexcept = 0;
+  [[nodiscard]] virtual IsolationTier tier() const noexcept = 0;
+
+  // ---- inputs ----
+  virtual void handle_connected(ConnId conn, Instant now) = 0;
+  virtual void handle_connect_failed(ConnId conn, Problem problem, Instant now) = 0;
+  /// Returns how many bytes were consumed (see the driver contract, point 2).
+  virtual std::size_t handle_bytes(ConnId conn, std::string_view data, Instant now) = 0;
+  virtual void handle_eof(ConnId conn, Instant now) = 0;
+  virtual void handle_timeout(Instant now) = 0;
+  /// The consumer took `bytes` of op's output: room for more.
+  virtual void handle_consumed(OpId op, std::size_t bytes, Instant now) = 0;
+
+  // ---- commands: each returns the OpId its events will carry ----
+  virtual OpId submit_create(const CreateOptions& options, Instant now) = 0;
+  virtual OpId submit_connect(std::string sandbox_id, const CreateOptions& options,
+                              Instant now) = 0;
+  virtual OpId submit_info(Instant now) = 0;
+  virtual OpId submit_run(Command command, Instant now) = 0;
+  virtual OpId submit_stream(Command command, Instant now) = 0;
+  virtual OpId submit_run_code(CodeRequest request, Instant now) = 0;
+  virtual OpId submit_create_context(std::string language, Instant now) = 0;
+  virtual OpId submit_write_file(std::string path, Bytes data, Instant now) = 0;
+  virtual OpId submit_read_file(std::string path, Instant now) = 0;
+  virtual OpId submit_list_files(std::string path, Instant now) = 0;
+  virtual OpId submit_remove_file(std::string path, Instant now) = 0;
+  virtual OpId submit_kill(Instant now) = 0;
+  /// Cancels an operation: its remote work is stopped, then event::Cancelled is emitted.
+  /// Cancelling a finished or unknown operation does nothing.
+  virtual void submit_cancel(OpId op, Instant now) = 0;
+
+  // ---- outputs ----
+  [[nodiscard]] virtual std::optional<Request> poll_request() = 0;
+  [[nodiscard]] virtual std::optional<Event> poll_event() = 0;
+  [[nodiscard]] virtual std::optional<Instant> poll_deadline() const = 0;
+};
+
+}  // namespace sandboxio

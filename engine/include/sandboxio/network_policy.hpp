@@ -1,0 +1,40 @@
+// NetworkPolicy: egress is denied unless allowed. The default value denies everything.
+//
+//   sandboxio::NetworkPolicy policy;                       // deny all
+//   auto pypi = sandboxio::NetworkPolicy::allowing({"pypi.org", "*.pythonhosted.org"});
+//   pypi.allows("files.pythonhosted.org");                 // true
+//
+// A backend that cannot enforce the policy asked for refuses to create (SBX_E1403); it never
+// grants more than was asked.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sandboxio/result.hpp"
+
+namespace sandboxio {
+
+struct NetworkPolicy {
+  /// Hosts the sandbox may reach: exact names ("pypi.org"), one leading wildcard label
+  /// ("*.pythonhosted.org" matches sub-domains only) or IPv4 addresses. Empty means deny all.
+  std::vector<std::string> allow{};
+
+  [[nodiscard]] static NetworkPolicy deny_all() { return {}; }
+  [[nodiscard]] static NetworkPolicy allowing(std::vector<std::string> hosts) {
+    return NetworkPolicy{std::move(hosts)};
+  }
+
+  [[nodiscard]] bool denies_all() const noexcept { return allow.empty(); }
+  /// True when `host` (case-insensitive) matches an entry of the allow list.
+  [[nodiscard]] bool allows(std::string_view host) const noexcept;
+  /// "deny-all" or "allow: a, b".
+  [[nodiscard]] std::string describe() const;
+  /// Checks every entry is a valid host pattern (SBX_E1004 otherwise).
+  [[nodiscard]] Result<void> validate() const;
+
+  friend bool operator==(const NetworkPolicy&, const NetworkPolicy&) = default;
+};
+
+}  // namespace sandboxio

@@ -1,0 +1,90 @@
+// The operation record: one per operation, opened at its start, closed at its end, redacted
+// once at close, then rendered by sinks (no-op, in-memory queue, JSON lines, log).
+//
+//   sandboxio::OperationRecord rec = sandboxio::open_record(ctx, sandboxio::Operation::Run, now);
+//   ...
+//   sandboxio::close_record(rec, sandboxio::Outcome::Ok, elapsed, redactor);
+//   sink->write(rec);                                    // or to_json_line(rec)
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sandboxio/exec_result.hpp"
+#include "sandboxio/isolation.hpp"
+#include "sandboxio/redact.hpp"
+#include "sandboxio/result.hpp"
+
+namespace sandboxio {
+
+enum class Operation : std::uint8_t {
+  Create,
+  Connect,
+  Info,
+  Run,
+  RunCode,
+  Stream,
+  WriteFile,
+  ReadFile,
+  ListFiles,
+  RemoveFile,
+  MakeDir,
+  Kill,
+  CreateContext,
+  DeleteContext,
+  SetLifetime,
+};
+
+enum class Outcome : std::uint8_t { Ok, Failed, Timeout, Cancelled };
+
+[[nodiscard]] std::string_view to_string(Operation op) noexcept;
+[[nodiscard]] std::string_view to_string(Outcome outcome) noexcept;
+
+struct OperationRecord {
+  std::uint64_t sequence = 0;  // per sandbox, from 1
+  std::string backend{};       // DSN scheme
+  std::string sandbox_id{};    // empty until the backend named it
+  Operation operation = Operation::Run;
+  std::optional<std::string> command{};             // only when AuditSettings::capture_commands
+  std::chrono::system_clock::time_point started{};  // wall clock, given by the driver
+  std::chrono::nanoseconds duration{0};
+  Outcome outcome = Outcome::Ok;
+  std::optional<int> error_code{};  // the SBX code number when outcome is not Ok
+  std::string error_detail{};
+  std::string network_policy{};  // NetworkPolicy::describe() of the policy in effect
+  IsolationTier tier{};
+  std::optional<int> exit_code{};
+  std::optional<Termination> termination{};
+  bool possible_orphan = false;  // teardown's grace expired
+  bool closed = false;
+
+  friend bool operator==(const OperationRecord&, const OperationRecord&) = default;
+};
+
+/// Closes a record: sets outcome and duration and redacts every free-text field. Closing twice
+/// does nothing the second time (the record is redacted exactly once).
+void close_record(OperationRecord& record, Outcome outcome, std::chrono::nanoseconds duration,
+                  const Redactor& redactor);
+
+/// One JSON object and a trailing newline; keys are stable (see docs/reference/records.md).
+[[nodiscard]] std::string to_json_line(const OperationRecord& record);
+
+/// Where closed records go. write() must return promptly; the runtime bounds it by
+/// SBX_AUDIT_TIMEOUT and applies the failure policy. Implementations may be called from a
+/// thread other than the one that created them, one call at a time.
+class AuditSink {
+ public:
+  virtual ~AuditSink() = default;
+  [[nodiscard]] virtual Result<void> write(const OperationRecord& record) = 0;
+};
+
+/// Discards every record.
+class NoopSink final : public AuditSink {
+ public:
+  Result<void> write(const OperationRecord&) override { return {}; }
+};
+
+}  // namespace sandboxio

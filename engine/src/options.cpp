@@ -1,0 +1,170 @@
+// Validation of the value types: CreateOptions, Env, NetworkPolicy, Resources.
+#include <algorithm>
+#include <cmath>
+
+#include "sandboxio/create_options.hpp"
+#include "sandboxio/dsn.hpp"
+
+namespace sandboxio {
+namespace {
+
+Problem invalid(std::string detail, std::string hint = {}) {
+  return Problem{errc::InvalidCreateOptions, std::move(detail), std::move(hint)};
+}
+
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+bool is_host_label_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+bool valid_host_pattern(std::string_view host) {
+  if (host.rfind("*.", 0) == 0) host.remove_prefix(2);
+  if (host.empty() || host.size() > 253) return false;
+  std::size_t label = 0;
+  for (char c : host) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+      continue;
+    }
+    if (!is_host_label_char(c) || ++label > 63) return false;
+  }
+  return label != 0;
+}
+
+}  // namespace
+
+bool NetworkPolicy::allows(std::string_view host) const noexcept {
+  for (const std::string& entry : allow) {
+    const std::string_view pattern(entry);
+    if (pattern.rfind("*.", 0) == 0) {
+      const std::string_view suffix = pattern.substr(1);  // ".example.com"
+      if (host.size() > suffix.size() &&
+          iequals(host.substr(host.size() - suffix.size()), suffix)) {
+        return true;
+      }
+    } else if (iequals(host, pattern)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string NetworkPolicy::describe() const {
+  if (allow.empty()) return "deny-all";
+  std::string out = "allow: ";
+  for (std::size_t i = 0; i < allow.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += allow[i];
+  }
+  return out;
+}
+
+Result<void> NetworkPolicy::validate() const {
+  for (const std::string& host : allow) {
+    if (!valid_host_pattern(host)) {
+      return invalid("\"" + host + "\" in the network allow list is not a host name",
+                     "Allow exact host names (pypi.org) or one leading wildcard (*.example.com).");
+    }
+  }
+  return {};
+}
+
+Result<void> Resources::validate() const {
+  if (cpus && (!std::isfinite(*cpus) || *cpus <= 0.0 || *cpus > 1024.0)) {
+    return invalid("cpus must be a positive number of CPUs (at most 1024)");
+  }
+  if (memory_bytes && *memory_bytes < (6ULL << 20)) {
+    return invalid("memory below 6 MiB cannot start a process", "Ask for at least 6 MiB.");
+  }
+  if (pids && *pids < 8)
+    return invalid("a pids limit below 8 cannot run a shell", "Ask for at least 8.");
+  if (disk_bytes && *disk_bytes == 0) return invalid("a disk limit of 0 bytes");
+  return {};
+}
+
+void Env::put(std::string name, std::string value, bool secret) {
+  auto it = std::find_if(vars_.begin(), vars_.end(), [&](const Var& v) { return v.name == name; });
+  if (it != vars_.end()) {
+    it->value = std::move(value);
+    it->secret = it->secret || secret;  // once secret, always secret
+  } else {
+    vars_.push_back(Var{std::move(name), std::move(value), secret});
+  }
+}
+
+const Env::Var* Env::find(std::string_view name) const noexcept {
+  for (const Var& v : vars_) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Env::secret_values() const {
+  std::vector<std::string> out;
+  for (const Var& v : vars_) {
+    if (v.secret && !v.value.empty()) out.push_back(v.value);
+  }
+  return out;
+}
+
+Result<void> Env::validate() const {
+  for (const Var& v : vars_) {
+    bool ok = !v.name.empty() && v.name.size() <= 256 && !(v.name[0] >= '0' && v.name[0] <= '9');
+    for (char c : v.name) {
+      ok = ok &&
+           ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    }
+    if (!ok) {
+      return invalid("environment variable name \"" + v.name + "\" is not valid",
+                     "Use names of letters, digits and '_', not starting with a digit.");
+    }
+    if (v.value.find('\0') != std::string::npos) {
+      return invalid("environment variable " + v.name + " holds a NUL byte",
+                     "Environment values cannot hold NUL bytes; pass binary data as a file.");
+    }
+  }
+  return {};
+}
+
+Result<void> CreateOptions::validate() const {
+  if (lifetime < std::chrono::seconds(1) || lifetime > kMaxLifetime) {
+    return invalid("lifetime " + std::to_string(lifetime.count()) + " s is outside 1 s .. 24 h");
+  }
+  if (create_timeout <= std::chrono::milliseconds(0)) {
+    return invalid("create_timeout must be positive");
+  }
+  if (!workdir.empty() && (workdir[0] != '/' || workdir.find('\0') != std::string::npos)) {
+    return invalid("workdir \"" + workdir + "\" is not an absolute path");
+  }
+  for (const auto& [key, value] : labels) {
+    if (key.rfind("io.sandboxio.", 0) == 0) {
+      return invalid("label \"" + key + "\" uses the reserved prefix io.sandboxio.",
+                     "Choose another prefix; sandboxio sets io.sandboxio.* itself.");
+    }
+    if (key.empty() || !is_valid_utf8(key) || !is_valid_utf8(value) ||
+        key.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
+      return invalid("labels must be non-empty UTF-8 text without NUL bytes");
+    }
+  }
+  if (auto r = env.validate(); !r) return r;
+  if (auto r = network.validate(); !r) return r;
+  if (auto r = resources.validate(); !r) return r;
+  if (audit.sink_timeout <= std::chrono::milliseconds(0)) {
+    return invalid("audit.sink_timeout must be positive");
+  }
+  return {};
+}
+
+}  // namespace sandboxio
