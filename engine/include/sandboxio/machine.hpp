@@ -98,6 +98,14 @@ struct SandboxInfo {
   friend bool operator==(const SandboxInfo&, const SandboxInfo&) = default;
 };
 
+/// A stateful code context (StatefulCode): variables survive between run_code() calls.
+struct CodeContext {
+  std::string id{};
+  std::string language{};
+
+  friend bool operator==(const CodeContext&, const CodeContext&) = default;
+};
+
 /// The bounds of a machine's queues, with their defaults.
 struct Limits {
   std::size_t max_requests = 256;            // queued requests before QueueFull
@@ -130,7 +138,7 @@ using Completion = std::variant<std::monostate,                // kill, write_fi
                                 ExecResult,                    // run, run_code, stream (at its end)
                                 Bytes,                         // read_file
                                 std::vector<FileInfo>,         // list_files
-                                std::string,                   // create_context: the context id
+                                CodeContext,                   // create_context
                                 std::vector<ManagedSandbox>>;  // list_managed
 
 namespace event {

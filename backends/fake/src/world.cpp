@@ -1,0 +1,109 @@
+#include <atomic>
+
+#include "sandboxio/fake.hpp"
+#include "world_impl.hpp"
+
+namespace sandboxio::fake {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::weak_ptr<World>>& worlds() {
+  static std::map<std::string, std::weak_ptr<World>> w;
+  return w;
+}
+
+}  // namespace
+
+World::World(std::string name, Profile profile)
+    : name_(std::move(name)), impl_(std::make_unique<Impl>()) {
+  impl_->profile = profile;
+}
+
+World::~World() {
+  std::lock_guard lock(registry_mutex());
+  auto it = worlds().find(name_);
+  if (it != worlds().end() && it->second.expired()) worlds().erase(it);
+}
+
+std::shared_ptr<World> World::create(Profile profile) {
+  static std::atomic<std::uint64_t> counter{0};
+  const std::string name = "world" + std::to_string(++counter);
+  std::shared_ptr<World> world(new World(name, profile));
+  std::lock_guard lock(registry_mutex());
+  worlds()[name] = world;
+  return world;
+}
+
+std::shared_ptr<World> World::default_world() {
+  static std::shared_ptr<World> world = [] {
+    std::shared_ptr<World> w(new World("", Profile{}));
+    std::lock_guard lock(registry_mutex());
+    worlds()[""] = w;
+    return w;
+  }();
+  return world;
+}
+
+std::shared_ptr<World> World::find(const std::string& name) {
+  if (name.empty()) return default_world();
+  std::lock_guard lock(registry_mutex());
+  auto it = worlds().find(name);
+  return it == worlds().end() ? nullptr : it->second.lock();
+}
+
+Profile World::profile() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->profile;
+}
+
+void World::set_profile(Profile profile) {
+  std::lock_guard lock(impl_->mu);
+  impl_->profile = profile;
+}
+
+void World::on(std::vector<std::string> argv, Response response) {
+  on_match([argv = std::move(argv)](const std::vector<std::string>& a) { return a == argv; },
+           std::move(response));
+}
+
+void World::on_match(std::function<bool(const std::vector<std::string>&)> match,
+                     Response response) {
+  std::lock_guard lock(impl_->mu);
+  impl_->rules.push_back({std::move(match), std::move(response)});
+}
+
+void World::on_code(std::string needle, Response response) {
+  std::lock_guard lock(impl_->mu);
+  impl_->code_rules.emplace_back(std::move(needle), std::move(response));
+}
+
+std::vector<Call> World::calls() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->calls;
+}
+
+std::vector<std::string> World::live_sandboxes() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::string> out;
+  for (const auto& [id, sb] : impl_->sandboxes) {
+    if (!sb->gone) out.push_back(id);
+  }
+  return out;
+}
+
+std::size_t World::running_processes() const {
+  std::lock_guard lock(impl_->mu);
+  std::size_t n = 0;
+  for (const auto& [id, sb] : impl_->sandboxes) {
+    if (sb->gone) continue;
+    n += sb->running_execs;
+    for (const auto& p : sb->background)
+      n += p.ends_at > sb->observed ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace sandboxio::fake

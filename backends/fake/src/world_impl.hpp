@@ -1,0 +1,51 @@
+// The shared state of a fake World. Private to backends/fake.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sandboxio/fake.hpp"
+#include "shell.hpp"
+
+namespace sandboxio::fake {
+
+struct FakeSandbox {
+  std::string id;
+  detail::Vfs fs;
+  std::map<std::string, std::string> env;  // from CreateOptions
+  std::string workdir = "/home/user";
+  NetworkPolicy network;
+  std::chrono::seconds lifetime{0};
+  Instant expires_at{0};
+  bool gone = false;
+  int next_pid = 100;
+  std::size_t running_execs = 0;
+  struct Process {
+    Instant ends_at{0};
+  };
+  std::vector<Process> background;  // detached children, by absolute end time
+  Instant observed{0};              // the latest `now` a machine showed this sandbox
+  std::map<std::string, std::map<std::string, std::string>> contexts;  // code contexts
+  int next_context = 1;
+  std::vector<std::string> secrets;
+};
+
+struct World::Impl {
+  mutable std::mutex mu;
+  Profile profile;
+  struct Rule {
+    std::function<bool(const std::vector<std::string>&)> match;
+    Response response;
+  };
+  std::vector<Rule> rules;
+  std::vector<std::pair<std::string, Response>> code_rules;
+  std::vector<Call> calls;
+  std::map<std::string, std::shared_ptr<FakeSandbox>> sandboxes;
+  std::uint64_t next_sandbox = 1;
+};
+
+}  // namespace sandboxio::fake

@@ -1,0 +1,108 @@
+// The sync API: sandboxes driven on the calling thread by the blocking transport. Errors are
+// thrown as sandboxio::Error; N sandboxes cost no extra threads (each one's machine is driven
+// by whichever thread calls into it).
+//
+//   auto sb = sandboxio::sync::Sandbox::create("docker://python:3.12-slim");
+//   sandboxio::ExecResult r = sb.run({"python3", "-c", "print(6 * 7)"});
+//   for (auto p = sb.stream({"sh", "-c", "echo a; echo b >&2"}); auto c = p.next();) use(*c);
+//
+// A Sandbox is not thread-safe: use one from one thread at a time. Destroying it kills the
+// sandbox (unless CreateOptions::outlive_owner), bounded by SBX_TEARDOWN_GRACE.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "sandboxio/create_options.hpp"
+#include "sandboxio/machine.hpp"
+
+namespace sandboxio::sync {
+
+namespace detail {
+class Session;
+}
+
+/// A running command whose output arrives as it is produced (Sandbox::stream()). Dropping it
+/// before the end kills the remote process.
+class Process {
+ public:
+  Process(Process&&) noexcept;
+  Process& operator=(Process&&) noexcept;
+  ~Process();
+
+  /// The next chunk of output, in order within each stream; nullopt once the process ended.
+  [[nodiscard]] std::optional<OutputChunk> next();
+  /// Waits for the end, discarding output not yet read, and returns the result
+  /// (streamed = true, stdout and stderr empty by construction).
+  ExecResult wait();
+  /// Kills the remote process now; wait() then reports Termination::Cancelled.
+  void kill();
+
+ private:
+  friend class Sandbox;
+  Process(std::shared_ptr<detail::Session> session, OpId op);
+  std::shared_ptr<detail::Session> session_;
+  OpId op_ = 0;
+  bool finished_ = false;
+  std::optional<ExecResult> result_;
+};
+
+class Sandbox {
+ public:
+  /// Creates a sandbox for `dsn`. Throws sandboxio::Error (bad DSN, unknown backend, refused
+  /// policy, create timeout, ...).
+  [[nodiscard]] static Sandbox create(std::string_view dsn, CreateOptions options = {});
+  /// Re-attaches to an existing sandbox by id (Reattach capability).
+  [[nodiscard]] static Sandbox connect(std::string_view dsn, std::string id,
+                                       CreateOptions options = {});
+
+  Sandbox(Sandbox&&) noexcept;
+  Sandbox& operator=(Sandbox&&) noexcept;
+  ~Sandbox();
+
+  [[nodiscard]] const std::string& id() const noexcept;
+  [[nodiscard]] std::string_view backend() const noexcept;
+  [[nodiscard]] CapabilitySet capabilities() const noexcept;
+  [[nodiscard]] IsolationTier tier() const noexcept;
+  [[nodiscard]] SandboxInfo info();
+
+  /// Runs a command to its end and returns what it did. A non-zero exit, a timeout (the
+  /// process tree is killed) or a signal is a result, not an exception.
+  ExecResult run(std::vector<std::string> argv);
+  ExecResult run(Command command);
+  ExecResult run(Command command, std::error_code& ec);
+  /// Starts a command whose output is read from the returned Process.
+  [[nodiscard]] Process stream(std::vector<std::string> argv);
+  [[nodiscard]] Process stream(Command command);
+  /// Runs code in the sandbox's interpreter (python by default).
+  ExecResult run_code(std::string code);
+  ExecResult run_code(CodeRequest request);
+  /// A stateful context for run_code (StatefulCode capability).
+  CodeContext create_context(std::string language = "python");
+
+  void write_file(std::string path, Bytes data);
+  void write_file(std::string path, Bytes data, std::error_code& ec);
+  [[nodiscard]] Bytes read_file(std::string path);
+  [[nodiscard]] Bytes read_file(std::string path, std::error_code& ec);
+  [[nodiscard]] std::vector<FileInfo> list_files(std::string path);
+  void remove_file(std::string path);
+
+  /// Ends the sandbox now. Later calls fail with SBX_E1204 SandboxGone.
+  void kill();
+  /// Keeps the sandbox alive after this object is destroyed (until its lifetime ends).
+  void detach() noexcept;
+  /// Warnings the backend reported (for example the UNKNOWN isolation tier).
+  [[nodiscard]] std::vector<Problem> warnings() const;
+  /// The machine itself, for backend-specific operations.
+  [[nodiscard]] Machine& native();
+
+ private:
+  explicit Sandbox(std::shared_ptr<detail::Session> session);
+  std::shared_ptr<detail::Session> session_;
+};
+
+}  // namespace sandboxio::sync

@@ -1,0 +1,269 @@
+#include "sandboxio/sync.hpp"
+
+#include "sandboxio/config.hpp"
+#include "session.hpp"
+
+namespace sandboxio::sync {
+namespace {
+
+template <class T>
+T take(Completion&& c, const char* what) {
+  if (auto* v = std::get_if<T>(&c)) return std::move(*v);
+  throw Error(errc::ProtocolError,
+              std::string("the backend answered ") + what + " with the wrong kind of value");
+}
+
+std::shared_ptr<detail::Session> open_session(std::string_view text, const CreateOptions& options) {
+  Dsn dsn = parse_dsn(text).value();
+  const BackendEntry* entry = registry().resolve(dsn).value();
+  std::unique_ptr<Machine> machine = entry->factory(dsn).value();
+  return std::make_shared<detail::Session>(std::move(machine), options);
+}
+
+}  // namespace
+
+// ---- Process ----
+
+Process::Process(std::shared_ptr<detail::Session> session, OpId op)
+    : session_(std::move(session)), op_(op) {}
+Process::Process(Process&& other) noexcept
+    : session_(std::move(other.session_)),
+      op_(other.op_),
+      finished_(other.finished_),
+      result_(std::move(other.result_)) {
+  other.finished_ = true;
+}
+Process& Process::operator=(Process&& other) noexcept {
+  if (this != &other) {
+    this->~Process();
+    new (this) Process(std::move(other));
+  }
+  return *this;
+}
+
+Process::~Process() {
+  if (finished_ || !session_) return;
+  try {
+    kill();        // dropping the handle kills the remote process
+  } catch (...) {  // a destructor must not throw; the record tells what happened
+  }
+}
+
+std::optional<OutputChunk> Process::next() {
+  if (finished_ || !session_) return std::nullopt;
+  auto chunk = session_->next_chunk(op_);
+  return chunk;
+}
+
+ExecResult Process::wait() {
+  if (result_) return *result_;
+  if (!session_) throw Error(errc::ProcessClosed, "this Process was moved from");
+  try {
+    result_ = take<ExecResult>(session_->wait(op_), "stream()");
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::operation_canceled) throw;
+    ExecResult cancelled;
+    cancelled.termination = Termination::Cancelled;
+    cancelled.streamed = true;
+    result_ = cancelled;
+  }
+  finished_ = true;
+  return *result_;
+}
+
+void Process::kill() {
+  if (finished_ || !session_) return;
+  session_->cancel(op_);
+  finished_ = true;
+  ExecResult cancelled;
+  cancelled.termination = Termination::Cancelled;
+  cancelled.streamed = true;
+  cancelled.exit_code = 137;
+  cancelled.signal = 9;
+  result_ = cancelled;
+  session_->forget(op_);
+}
+
+// ---- Sandbox ----
+
+Sandbox::Sandbox(std::shared_ptr<detail::Session> session) : session_(std::move(session)) {}
+Sandbox::Sandbox(Sandbox&&) noexcept = default;
+Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
+  if (this != &other) {
+    this->~Sandbox();
+    new (this) Sandbox(std::move(other));
+  }
+  return *this;
+}
+
+Sandbox::~Sandbox() {
+  if (!session_ || session_->detached || session_->killed || session_->options().outlive_owner)
+    return;
+  try {
+    kill();
+  } catch (...) {  // teardown failures are in the record; a destructor must not throw
+  }
+}
+
+Sandbox Sandbox::create(std::string_view dsn, CreateOptions options) {
+  auto session = open_session(dsn, options);
+  Machine& m = session->machine();
+  const OpId op = session->track(m.submit_create(session->options(), session->now()));
+  session->info = take<SandboxInfo>(session->wait(op), "create()");
+  session->sandbox_id = session->info.id;
+  return Sandbox(std::move(session));
+}
+
+Sandbox Sandbox::connect(std::string_view dsn, std::string id, CreateOptions options) {
+  options.outlive_owner = true;  // re-attaching does not take ownership
+  auto session = open_session(dsn, options);
+  Machine& m = session->machine();
+  const OpId op =
+      session->track(m.submit_connect(std::move(id), session->options(), session->now()));
+  session->info = take<SandboxInfo>(session->wait(op), "connect()");
+  session->sandbox_id = session->info.id;
+  return Sandbox(std::move(session));
+}
+
+const std::string& Sandbox::id() const noexcept {
+  return session_->sandbox_id;
+}
+std::string_view Sandbox::backend() const noexcept {
+  return session_->machine().scheme();
+}
+CapabilitySet Sandbox::capabilities() const noexcept {
+  return session_->machine().capabilities();
+}
+IsolationTier Sandbox::tier() const noexcept {
+  return session_->machine().tier();
+}
+
+SandboxInfo Sandbox::info() {
+  const OpId op = session_->track(session_->machine().submit_info(session_->now()));
+  return take<SandboxInfo>(session_->wait(op), "info()");
+}
+
+ExecResult Sandbox::run(std::vector<std::string> argv) {
+  Command c;
+  c.argv = std::move(argv);
+  return run(std::move(c));
+}
+
+ExecResult Sandbox::run(Command command) {
+  const OpId op =
+      session_->track(session_->machine().submit_run(std::move(command), session_->now()));
+  return take<ExecResult>(session_->wait(op), "run()");
+}
+
+ExecResult Sandbox::run(Command command, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_run(std::move(command), session_->now()));
+  auto r = session_->wait_result(op);
+  if (!r) {
+    ec = r.problem().code;
+    return {};
+  }
+  ec.clear();
+  return take<ExecResult>(std::move(r).value(), "run()");
+}
+
+Process Sandbox::stream(std::vector<std::string> argv) {
+  Command c;
+  c.argv = std::move(argv);
+  return stream(std::move(c));
+}
+
+Process Sandbox::stream(Command command) {
+  const OpId op =
+      session_->track(session_->machine().submit_stream(std::move(command), session_->now()));
+  // An immediate refusal (capability, bad command) is thrown here, not at the first next().
+  if (session_->finished(op)) {
+    auto r = session_->wait_result(op);
+    if (!r) r.problem().raise();
+    Process p(session_, op);
+    p.result_ = take<ExecResult>(std::move(r).value(), "stream()");
+    p.finished_ = true;
+    return p;
+  }
+  return Process(session_, op);
+}
+
+ExecResult Sandbox::run_code(std::string code) {
+  CodeRequest r;
+  r.code = std::move(code);
+  return run_code(std::move(r));
+}
+
+ExecResult Sandbox::run_code(CodeRequest request) {
+  const OpId op =
+      session_->track(session_->machine().submit_run_code(std::move(request), session_->now()));
+  return take<ExecResult>(session_->wait(op), "run_code()");
+}
+
+CodeContext Sandbox::create_context(std::string language) {
+  const OpId op = session_->track(
+      session_->machine().submit_create_context(std::move(language), session_->now()));
+  return take<CodeContext>(session_->wait(op), "create_context()");
+}
+
+void Sandbox::write_file(std::string path, Bytes data) {
+  const OpId op = session_->track(
+      session_->machine().submit_write_file(std::move(path), std::move(data), session_->now()));
+  (void)session_->wait(op);
+}
+
+void Sandbox::write_file(std::string path, Bytes data, std::error_code& ec) {
+  const OpId op = session_->track(
+      session_->machine().submit_write_file(std::move(path), std::move(data), session_->now()));
+  auto r = session_->wait_result(op);
+  ec = r ? std::error_code() : make_error_code(r.problem().code);
+}
+
+Bytes Sandbox::read_file(std::string path) {
+  const OpId op =
+      session_->track(session_->machine().submit_read_file(std::move(path), session_->now()));
+  return take<Bytes>(session_->wait(op), "read_file()");
+}
+
+Bytes Sandbox::read_file(std::string path, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_read_file(std::move(path), session_->now()));
+  auto r = session_->wait_result(op);
+  if (!r) {
+    ec = r.problem().code;
+    return {};
+  }
+  ec.clear();
+  return take<Bytes>(std::move(r).value(), "read_file()");
+}
+
+std::vector<FileInfo> Sandbox::list_files(std::string path) {
+  const OpId op =
+      session_->track(session_->machine().submit_list_files(std::move(path), session_->now()));
+  return take<std::vector<FileInfo>>(session_->wait(op), "list_files()");
+}
+
+void Sandbox::remove_file(std::string path) {
+  const OpId op =
+      session_->track(session_->machine().submit_remove_file(std::move(path), session_->now()));
+  (void)session_->wait(op);
+}
+
+void Sandbox::kill() {
+  if (session_->killed) return;
+  session_->killed = true;
+  const OpId op = session_->track(session_->machine().submit_kill(session_->now()));
+  (void)session_->wait(op);
+}
+
+void Sandbox::detach() noexcept {
+  session_->detached = true;
+}
+std::vector<Problem> Sandbox::warnings() const {
+  return session_->warnings;
+}
+Machine& Sandbox::native() {
+  return session_->machine();
+}
+
+}  // namespace sandboxio::sync
