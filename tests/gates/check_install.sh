@@ -17,6 +17,12 @@ expect include/sandboxio/error_catalog.inc
 expect include/sandboxio/dsn.hpp
 expect include/sandboxio/machine.hpp
 expect include/sandboxio/sinks.hpp
+expect include/sandboxio/sync.hpp
+expect include/sandboxio/fake.hpp
+expect lib/libsandboxio_fake.a
+expect lib/libsandboxio_blocking.a
+expect bin/sandboxio
+expect bin/sbx
 expect lib/libsandboxio_engine.a
 expect lib/libsandboxio_runtime.a
 expect lib/cmake/sandboxio/sandboxioConfig.cmake

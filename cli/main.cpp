@@ -1,0 +1,161 @@
+// sandboxio: the command line. Exit codes: 0 ok, 1 failure, 2 usage, 130 interrupted.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "sandboxio/config.hpp"
+#include "sandboxio/duration.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+struct Style {
+  bool color = false;
+  std::string wrap(const char* code, const std::string& text) const {
+    return color ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
+  }
+  std::string ok(const std::string& t) const { return wrap("32", t); }
+  std::string bad(const std::string& t) const { return wrap("31", t); }
+  std::string dim(const std::string& t) const { return wrap("2", t); }
+};
+
+Style style_for(FILE* stream) {
+  const char* no_color = std::getenv("NO_COLOR");
+  return Style{::isatty(::fileno(stream)) != 0 && (no_color == nullptr || *no_color == '\0')};
+}
+
+std::string printable(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.pop_back();
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n') c = '?';
+  }
+  return text;
+}
+
+template <class F>
+auto timed(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  auto value = f();
+  return std::make_pair(std::move(value), std::chrono::steady_clock::now() - start);
+}
+
+// Picks the backend the demo runs on, and says why.
+std::pair<std::string, std::string> choose_backend(const std::string& requested) {
+  if (!requested.empty()) return {requested, "as asked"};
+  auto docker =
+      sandboxio::registry().resolve(sandboxio::parse_dsn("docker://python:3.12-slim").value());
+  if (docker.ok()) return {"docker://python:3.12-slim", "Docker is built in"};
+  return {"fake://",
+          "docker:// is not built into this sandboxio yet, so the demo runs on the deterministic "
+          "fake:// backend (it runs no real code)"};
+}
+
+int demo(const std::string& requested) {
+  const Style out = style_for(stdout);
+  const auto [dsn, why] = choose_backend(requested);
+  std::cout << "sandboxio demo on " << dsn << " " << out.dim("(" + why + ")") << "\n";
+  auto line = [&](const std::string& step, const std::string& what, std::chrono::nanoseconds took) {
+    std::printf("  %-9s %-58s %8s\n", step.c_str(), what.c_str(),
+                sandboxio::format_duration(took).c_str());
+  };
+  sandboxio::CreateOptions options;
+  options.lifetime = std::chrono::minutes(5);
+  auto [sandbox, create_took] =
+      timed([&] { return sandboxio::sync::Sandbox::create(dsn, options); });
+  line("create",
+       sandbox.id() + " (tier " + std::string(sandbox.tier().name()) + ", network " +
+           sandbox.info().network.describe() + ")",
+       create_took);
+
+  auto [hello, run_took] = timed([&] {
+    return sandbox.run({"python3", "-c", "print('hello from the sandbox')"});
+  });
+  line("run",
+       "python3 -> \"" + printable(hello.stdout_bytes) + "\" exit " +
+           std::to_string(hello.exit_code.value_or(-1)),
+       run_took);
+  if (!hello.ok()) {
+    std::cerr << out.bad("run failed: ") << printable(hello.stderr_bytes) << "\n";
+    return 1;
+  }
+
+  auto [streamed, stream_took] = timed([&] {
+    auto proc = sandbox.stream(
+        {"sh", "-c", "echo tick 1; sleep 0.1; echo tick 2; sleep 0.1; echo tick 3; echo done >&2"});
+    int chunks = 0;
+    bool had_stderr = false;
+    while (auto chunk = proc.next()) {
+      ++chunks;
+      had_stderr = had_stderr || chunk->stream == sandboxio::StreamKind::Stderr;
+    }
+    return std::make_pair(chunks, proc.wait().exit_code.value_or(-1) == 0 && had_stderr);
+  });
+  line("stream", std::to_string(streamed.first) + " chunks as they came, stdout and stderr apart",
+       stream_took);
+  if (!streamed.second) {
+    std::cerr << out.bad("streaming did not deliver both streams") << "\n";
+    return 1;
+  }
+
+  auto [probe, probe_took] = timed([&] {
+    return sandbox.run_code(
+        "import urllib.request\nurllib.request.urlopen('https://example.com', timeout=3)");
+  });
+  const bool denied = !probe.ok();
+  line("egress", std::string("urlopen(https://example.com) -> ") + (denied ? "blocked" : "REACHED"),
+       probe_took);
+  if (!denied) {
+    std::cerr << out.bad("the sandbox reached the network although the policy denies it") << "\n";
+    return 1;
+  }
+
+  auto [_, teardown_took] = timed([&] {
+    sandbox.kill();
+    return 0;
+  });
+  line("teardown", "killed; nothing left behind", teardown_took);
+  std::cout << out.ok("ok")
+            << ": the same program runs on docker:// and e2b:// by changing the DSN\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  CLI::App app{"sandboxio: run AI-agent code in any sandbox, with the same API everywhere"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "sandboxio 0.1.0");
+
+  std::string backend;
+  auto* demo_cmd = app.add_subcommand(
+      "demo", "Create a sandbox, run, stream, probe egress, tear down; each step timed");
+  demo_cmd->add_option("backend", backend, "DSN to run on (default: the best backend available)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    int rc = 0;
+    if (demo_cmd->parsed()) rc = demo(backend);
+    return g_interrupted != 0 ? 130 : rc;
+  } catch (const sandboxio::Error& e) {
+    std::cerr << "sandboxio: " << e.what() << "\n";
+    return g_interrupted != 0 ? 130 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "sandboxio: " << e.what() << "\n";
+    return g_interrupted != 0 ? 130 : 1;
+  }
+}
