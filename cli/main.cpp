@@ -41,12 +41,19 @@ std::string printable(std::string text) {
   return text;
 }
 
-template <class F>
-auto timed(F&& f) {
-  const auto start = std::chrono::steady_clock::now();
-  auto value = f();
-  return std::make_pair(std::move(value), std::chrono::steady_clock::now() - start);
-}
+// Measures the steps of the demo one after another.
+class Stopwatch {
+ public:
+  std::chrono::nanoseconds lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto took = now - last_;
+    last_ = now;
+    return took;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 // Picks the backend the demo runs on, and says why.
 std::pair<std::string, std::string> choose_backend(const std::string& requested) {
@@ -61,68 +68,60 @@ std::pair<std::string, std::string> choose_backend(const std::string& requested)
 
 int demo(const std::string& requested) {
   const Style out = style_for(stdout);
-  const auto [dsn, why] = choose_backend(requested);
-  std::cout << "sandboxio demo on " << dsn << " " << out.dim("(" + why + ")") << "\n";
-  auto line = [&](const std::string& step, const std::string& what, std::chrono::nanoseconds took) {
+  const auto chosen = choose_backend(requested);
+  const std::string& dsn = chosen.first;
+  std::cout << "sandboxio demo on " << dsn << " " << out.dim("(" + chosen.second + ")") << "\n";
+  auto line = [](const std::string& step, const std::string& what, std::chrono::nanoseconds took) {
     std::printf("  %-9s %-58s %8s\n", step.c_str(), what.c_str(),
                 sandboxio::format_duration(took).c_str());
   };
+  Stopwatch watch;
   sandboxio::CreateOptions options;
   options.lifetime = std::chrono::minutes(5);
-  auto [sandbox, create_took] =
-      timed([&] { return sandboxio::sync::Sandbox::create(dsn, options); });
+  auto sandbox = sandboxio::sync::Sandbox::create(dsn, options);
   line("create",
        sandbox.id() + " (tier " + std::string(sandbox.tier().name()) + ", network " +
            sandbox.info().network.describe() + ")",
-       create_took);
+       watch.lap());
 
-  auto [hello, run_took] = timed([&] {
-    return sandbox.run({"python3", "-c", "print('hello from the sandbox')"});
-  });
+  const auto hello = sandbox.run({"python3", "-c", "print('hello from the sandbox')"});
   line("run",
        "python3 -> \"" + printable(hello.stdout_bytes) + "\" exit " +
            std::to_string(hello.exit_code.value_or(-1)),
-       run_took);
+       watch.lap());
   if (!hello.ok()) {
     std::cerr << out.bad("run failed: ") << printable(hello.stderr_bytes) << "\n";
     return 1;
   }
 
-  auto [streamed, stream_took] = timed([&] {
-    auto proc = sandbox.stream(
-        {"sh", "-c", "echo tick 1; sleep 0.1; echo tick 2; sleep 0.1; echo tick 3; echo done >&2"});
-    int chunks = 0;
-    bool had_stderr = false;
-    while (auto chunk = proc.next()) {
-      ++chunks;
-      had_stderr = had_stderr || chunk->stream == sandboxio::StreamKind::Stderr;
-    }
-    return std::make_pair(chunks, proc.wait().exit_code.value_or(-1) == 0 && had_stderr);
-  });
-  line("stream", std::to_string(streamed.first) + " chunks as they came, stdout and stderr apart",
-       stream_took);
-  if (!streamed.second) {
+  auto proc = sandbox.stream(
+      {"sh", "-c", "echo tick 1; sleep 0.1; echo tick 2; sleep 0.1; echo tick 3; echo done >&2"});
+  int chunks = 0;
+  bool had_stderr = false;
+  while (auto chunk = proc.next()) {
+    ++chunks;
+    had_stderr = had_stderr || chunk->stream == sandboxio::StreamKind::Stderr;
+  }
+  const bool streamed = proc.wait().exit_code.value_or(-1) == 0 && had_stderr;
+  line("stream", std::to_string(chunks) + " chunks as they came, stdout and stderr apart",
+       watch.lap());
+  if (!streamed) {
     std::cerr << out.bad("streaming did not deliver both streams") << "\n";
     return 1;
   }
 
-  auto [probe, probe_took] = timed([&] {
-    return sandbox.run_code(
-        "import urllib.request\nurllib.request.urlopen('https://example.com', timeout=3)");
-  });
+  const auto probe = sandbox.run_code(
+      "import urllib.request\nurllib.request.urlopen('https://example.com', timeout=3)");
   const bool denied = !probe.ok();
   line("egress", std::string("urlopen(https://example.com) -> ") + (denied ? "blocked" : "REACHED"),
-       probe_took);
+       watch.lap());
   if (!denied) {
     std::cerr << out.bad("the sandbox reached the network although the policy denies it") << "\n";
     return 1;
   }
 
-  auto [_, teardown_took] = timed([&] {
-    sandbox.kill();
-    return 0;
-  });
-  line("teardown", "killed; nothing left behind", teardown_took);
+  sandbox.kill();
+  line("teardown", "killed; nothing left behind", watch.lap());
   std::cout << out.ok("ok")
             << ": the same program runs on docker:// and e2b:// by changing the DSN\n";
   return 0;
