@@ -282,7 +282,7 @@ class FakeMachine final : public Machine {
     auto it = ops_.find(id);
     if (it == ops_.end() || it->second.finished) return;
     Op& op = it->second;
-    if (op.kind == Op::Kind::Exec) stop_exec(op, now);
+    if (op.kind == Op::Kind::Exec) stop_exec(id, true);
     if (op.kind == Op::Kind::Create && sandbox_) {
       // The sandbox was already made: tear it down (teardown after cancellation still runs).
       end_sandbox(now, Termination::Cancelled);
@@ -589,7 +589,7 @@ class FakeMachine final : public Machine {
     op.streaming = operation == Operation::Stream;
     op.output_limit = command.output_limit;
     for (const auto& b : outcome.background)
-      sandbox_->background.push_back({now + b.ends_at});
+      sandbox_->background.push_back({now + b.ends_at, id, false});
     begin_timeline(op, std::move(outcome), now, command.timeout);
     advance(now);
     return id;
@@ -603,13 +603,13 @@ class FakeMachine final : public Machine {
     ++sandbox_->running_execs;
   }
 
-  void stop_exec(Op& op, Instant now) {
+  // Ends an exec. A kill (timeout, cancellation, sandbox end) takes its whole process tree,
+  // background children included; a normal exit leaves detached children running.
+  void stop_exec(OpId id, bool kill_tree) {
     if (sandbox_ && sandbox_->running_execs > 0) --sandbox_->running_execs;
-    // Killing an exec kills its whole tree: background children it started die with it.
-    if (sandbox_) {
-      for (auto& p : sandbox_->background) {
-        if (p.ends_at > op.started && p.ends_at > now) p.ends_at = now;
-      }
+    if (!sandbox_ || !kill_tree) return;
+    for (auto& p : sandbox_->background) {
+      if (p.owner == id) p.killed = true;
     }
   }
 
@@ -627,7 +627,7 @@ class FakeMachine final : public Machine {
 
   void finish_exec(OpId id, Instant now, Termination why) {
     Op& op = ops_.at(id);
-    stop_exec(op, now);
+    stop_exec(id, why != Termination::Exited);
     ExecResult r;
     r.duration = now - op.started;
     r.termination = why;
@@ -652,6 +652,7 @@ class FakeMachine final : public Machine {
 
   // Releases output and completions up to `now`.
   void advance(Instant now) {
+    if (sandbox_) sandbox_->observed = std::max(sandbox_->observed, now);
     if (sandbox_ && !sandbox_->gone && now >= sandbox_->expires_at) {
       end_sandbox(now, Termination::SandboxGone);
     }
@@ -731,7 +732,7 @@ class FakeMachine final : public Machine {
       if (!op.streaming) {
         Bytes& sink = s == 0 ? op.out : op.err;
         if (op.out.size() + op.err.size() + step.data.size() > op.output_limit) {
-          stop_exec(op, limit);
+          stop_exec(id, true);
           fail(id,
                Problem{errc::OutputLimitExceeded,
                        "the command wrote more than " + std::to_string(op.output_limit) +

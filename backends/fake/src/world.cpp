@@ -101,7 +101,7 @@ std::size_t World::running_processes() const {
     if (sb->gone) continue;
     n += sb->running_execs;
     for (const auto& p : sb->background)
-      n += p.ends_at > sb->observed ? 1 : 0;
+      n += (!p.killed && p.ends_at > sb->observed) ? 1 : 0;
   }
   return n;
 }

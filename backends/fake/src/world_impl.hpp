@@ -26,6 +26,8 @@ struct FakeSandbox {
   std::size_t running_execs = 0;
   struct Process {
     Instant ends_at{0};
+    OpId owner = 0;  // the exec that started it: killing that exec kills its whole tree
+    bool killed = false;
   };
   std::vector<Process> background;  // detached children, by absolute end time
   Instant observed{0};              // the latest `now` a machine showed this sandbox
