@@ -1,5 +1,5 @@
-// The blocking driver: runs one machine on the calling thread, performing its requests with
-// poll(2) and feeding it bytes, connection events and timer expiries. Private to the sync API.
+// The sync driver: runs one machine on the calling thread over a Link (real or simulated),
+// routing its events to the operations waiting for them. Private to the sync API.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sandboxio/create_options.hpp"
+#include "sandboxio/link.hpp"
 #include "sandboxio/machine.hpp"
 #include "sandboxio/sinks.hpp"
 
@@ -18,7 +19,7 @@ namespace sandboxio::sync::detail {
 
 class Session {
  public:
-  Session(std::unique_ptr<Machine> machine, CreateOptions options);
+  Session(std::unique_ptr<Machine> machine, CreateOptions options, std::unique_ptr<Link> link);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -57,29 +58,15 @@ class Session {
     bool cancelled = false;
     bool possible_orphan = false;
   };
-  struct Conn {
-    int fd = -1;
-    bool connecting = true;
-    std::string out;          // bytes waiting to be written
-    bool half_close = false;  // shutdown(SHUT_WR) once `out` is empty
-    std::string in;           // bytes the machine did not consume yet (backpressure)
-    bool eof = false;
-  };
-
   void pump();
   /// Blocks until I/O or the machine's deadline, bounded by `limit`; feeds what happened.
   void block(std::optional<Instant> limit = std::nullopt);
-  void perform(Request request);
-  void open(ConnId id, const Endpoint& endpoint);
-  void close_conn(ConnId id);
   void deliver_record(event::Record record);
 
   std::unique_ptr<Machine> machine_;
   CreateOptions options_;
-  std::chrono::steady_clock::time_point epoch_;
-  std::chrono::system_clock::time_point wall_epoch_;
+  std::unique_ptr<Link> link_;
   std::map<OpId, Inbox> inbox_;
-  std::map<ConnId, Conn> conns_;
   std::shared_ptr<AuditDispatcher> audit_;
   std::optional<Problem> audit_failure_;
 };

@@ -13,11 +13,12 @@ T take(Completion&& c, const char* what) {
               std::string("the backend answered ") + what + " with the wrong kind of value");
 }
 
-std::shared_ptr<detail::Session> open_session(std::string_view text, const CreateOptions& options) {
+std::shared_ptr<detail::Session> open_session(std::string_view text, const CreateOptions& options,
+                                              std::unique_ptr<Link> link) {
   Dsn dsn = parse_dsn(text).value();
   const BackendEntry* entry = registry().resolve(dsn).value();
   std::unique_ptr<Machine> machine = entry->factory(dsn).value();
-  return std::make_shared<detail::Session>(std::move(machine), options);
+  return std::make_shared<detail::Session>(std::move(machine), options, std::move(link));
 }
 
 }  // namespace
@@ -106,7 +107,11 @@ Sandbox::~Sandbox() {
 }
 
 Sandbox Sandbox::create(std::string_view dsn, CreateOptions options) {
-  auto session = open_session(dsn, options);
+  return create(dsn, std::move(options), nullptr);
+}
+
+Sandbox Sandbox::create(std::string_view dsn, CreateOptions options, std::unique_ptr<Link> link) {
+  auto session = open_session(dsn, options, std::move(link));
   Machine& m = session->machine();
   const OpId op = session->track(m.submit_create(session->options(), session->now()));
   session->info = take<SandboxInfo>(session->wait(op), "create()");
@@ -114,9 +119,10 @@ Sandbox Sandbox::create(std::string_view dsn, CreateOptions options) {
   return Sandbox(std::move(session));
 }
 
-Sandbox Sandbox::connect(std::string_view dsn, std::string id, CreateOptions options) {
+Sandbox Sandbox::connect(std::string_view dsn, std::string id, CreateOptions options,
+                         std::unique_ptr<Link> link) {
   options.outlive_owner = true;  // re-attaching does not take ownership
-  auto session = open_session(dsn, options);
+  auto session = open_session(dsn, options, std::move(link));
   Machine& m = session->machine();
   const OpId op =
       session->track(m.submit_connect(std::move(id), session->options(), session->now()));

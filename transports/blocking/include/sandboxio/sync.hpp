@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sandboxio/create_options.hpp"
+#include "sandboxio/link.hpp"
 #include "sandboxio/machine.hpp"
 
 namespace sandboxio::sync {
@@ -56,9 +57,15 @@ class Sandbox {
   /// Creates a sandbox for `dsn`. Throws sandboxio::Error (bad DSN, unknown backend, refused
   /// policy, create timeout, ...).
   [[nodiscard]] static Sandbox create(std::string_view dsn, CreateOptions options = {});
-  /// Re-attaches to an existing sandbox by id (Reattach capability).
+  /// Same, driven over `link` (a simulated link for tests, for example). A null link means
+  /// the POSIX link.
+  [[nodiscard]] static Sandbox create(std::string_view dsn, CreateOptions options,
+                                      std::unique_ptr<Link> link);
+  /// Re-attaches to an existing sandbox by id (Reattach capability). The handle does not own
+  /// the sandbox: destroying it leaves the sandbox running.
   [[nodiscard]] static Sandbox connect(std::string_view dsn, std::string id,
-                                       CreateOptions options = {});
+                                       CreateOptions options = {},
+                                       std::unique_ptr<Link> link = nullptr);
 
   Sandbox(Sandbox&&) noexcept;
   Sandbox& operator=(Sandbox&&) noexcept;

@@ -1,0 +1,226 @@
+// The POSIX link: real Unix and TCP sockets driven with poll(2), time from steady_clock.
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sandboxio/link.hpp"
+
+namespace sandboxio {
+namespace {
+
+Problem errno_problem(errc code, const std::string& what) {
+  return Problem{code, what + ": " + std::strerror(errno), {}};
+}
+
+class PosixLink final : public Link {
+ public:
+  PosixLink()
+      : epoch_(std::chrono::steady_clock::now()), wall_epoch_(std::chrono::system_clock::now()) {}
+  ~PosixLink() override {
+    for (auto& [id, c] : conns_) {
+      if (c.fd >= 0) ::close(c.fd);
+    }
+  }
+  PosixLink(const PosixLink&) = delete;
+  PosixLink& operator=(const PosixLink&) = delete;
+
+  Instant now() const override {
+    return std::chrono::duration_cast<Instant>(std::chrono::steady_clock::now() - epoch_);
+  }
+  std::chrono::system_clock::time_point wall(Instant at) const override {
+    return wall_epoch_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(at);
+  }
+  void perform(Machine& machine, Request request) override;
+  void wait(Machine& machine, std::optional<Instant> wake) override;
+
+ private:
+  struct Conn {
+    int fd = -1;
+    bool connecting = true;
+    std::string out;          // bytes waiting to be written
+    bool half_close = false;  // shutdown(SHUT_WR) once `out` is empty
+    std::string in;           // bytes the machine did not consume yet (backpressure)
+    bool eof = false;
+  };
+  void open(Machine& machine, ConnId id, const Endpoint& endpoint);
+  void close_conn(ConnId id);
+
+  std::chrono::steady_clock::time_point epoch_;
+  std::chrono::system_clock::time_point wall_epoch_;
+  std::map<ConnId, Conn> conns_;
+};
+
+void PosixLink::perform(Machine& machine, Request request) {
+  std::visit(
+      [&](auto&& r) {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, request::Open>) {
+          open(machine, r.conn, r.endpoint);
+        } else if constexpr (std::is_same_v<R, request::Send>) {
+          auto it = conns_.find(r.conn);
+          if (it != conns_.end()) it->second.out += r.data;
+        } else if constexpr (std::is_same_v<R, request::HalfClose>) {
+          auto it = conns_.find(r.conn);
+          if (it != conns_.end()) it->second.half_close = true;
+        } else if constexpr (std::is_same_v<R, request::Close>) {
+          close_conn(r.conn);
+        }
+      },
+      std::move(request));
+}
+
+void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
+  if (endpoint.tls) {
+    machine.handle_connect_failed(
+        id,
+        Problem{errc::TlsError, "the blocking transport does not speak TLS yet",
+                "Use a unix:// or plain tcp:// endpoint."},
+        now());
+    return;
+  }
+  int fd = -1;
+  int rc = -1;
+  if (endpoint.kind == Endpoint::Kind::Unix) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (endpoint.address.size() >= sizeof(addr.sun_path)) {
+      machine.handle_connect_failed(
+          id, Problem{errc::ConnectionFailed, "socket path too long: " + endpoint.address, {}},
+          now());
+      return;
+    }
+    std::memcpy(addr.sun_path, endpoint.address.data(), endpoint.address.size());
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } else {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port = std::to_string(endpoint.port);
+    if (::getaddrinfo(endpoint.address.c_str(), port.c_str(), &hints, &res) != 0 ||
+        res == nullptr) {
+      machine.handle_connect_failed(
+          id, Problem{errc::ConnectionFailed, "cannot resolve " + endpoint.address, {}}, now());
+      return;
+    }
+    fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    ::freeaddrinfo(res);
+  }
+  if (fd < 0 || (rc < 0 && errno != EINPROGRESS && errno != EAGAIN)) {
+    Problem p = errno_problem(errc::ConnectionFailed, "connecting to " + endpoint.address);
+    if (fd >= 0) ::close(fd);
+    machine.handle_connect_failed(id, std::move(p), now());
+    return;
+  }
+  Conn c;
+  c.fd = fd;
+  c.connecting = rc < 0;
+  conns_[id] = std::move(c);
+  if (rc == 0) machine.handle_connected(id, now());
+}
+
+void PosixLink::close_conn(ConnId id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  conns_.erase(it);
+}
+
+void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
+  std::vector<pollfd> fds;
+  std::vector<ConnId> ids;
+  for (auto& [id, c] : conns_) {
+    short events = 0;
+    if (c.connecting || !c.out.empty() || (c.half_close && c.out.empty())) events |= POLLOUT;
+    if (!c.connecting && !c.eof && c.in.empty()) events |= POLLIN;
+    if (events == 0) continue;
+    fds.push_back(pollfd{c.fd, events, 0});
+    ids.push_back(id);
+  }
+  if (fds.empty() && !wake) {
+    // Nothing can ever happen: the machine waits for nothing. Report instead of hanging.
+    throw Error(errc::ProtocolError,
+                "the " + std::string(machine.scheme()) +
+                    ":// machine is waiting with no deadline and no connection (livelock)");
+  }
+  int timeout_ms = -1;
+  if (wake) {
+    const auto left = *wake - now();
+    timeout_ms = left.count() <= 0 ? 0
+                                   : static_cast<int>(std::min<std::int64_t>(
+                                         (left.count() + 999'999) / 1'000'000, 60'000));
+  }
+  const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (n < 0 && errno != EINTR)
+    throw Error(errc::ProtocolError, std::string("poll: ") + std::strerror(errno));
+  for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
+    auto it = conns_.find(ids[i]);
+    if (it == conns_.end() || fds[i].revents == 0) continue;
+    Conn& c = it->second;
+    const ConnId id = ids[i];
+    if (c.connecting && (fds[i].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        errno = err;
+        Problem p = errno_problem(errc::ConnectionFailed, "connecting");
+        close_conn(id);
+        machine.handle_connect_failed(id, std::move(p), now());
+        continue;
+      }
+      c.connecting = false;
+      machine.handle_connected(id, now());
+      continue;
+    }
+    if ((fds[i].revents & POLLOUT) && !c.out.empty()) {
+      const ssize_t w = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+      if (w > 0) c.out.erase(0, static_cast<std::size_t>(w));
+    }
+    if (c.half_close && c.out.empty()) {
+      ::shutdown(c.fd, SHUT_WR);
+      c.half_close = false;
+    }
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[64 * 1024];
+      const ssize_t r = ::recv(c.fd, buf, sizeof buf, 0);
+      if (r > 0) {
+        const std::string_view data(buf, static_cast<std::size_t>(r));
+        const std::size_t used = machine.handle_bytes(id, data, now());
+        if (used < data.size()) c.in.assign(data.substr(used));
+      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        c.eof = true;
+        machine.handle_eof(id, now());
+      }
+    }
+  }
+  // Offer held-back bytes again (the consumer may have made room).
+  for (auto& [id, c] : conns_) {
+    if (c.in.empty()) continue;
+    const std::size_t used = machine.handle_bytes(id, c.in, now());
+    c.in.erase(0, used);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Link> make_posix_link() {
+  return std::make_unique<PosixLink>();
+}
+
+}  // namespace sandboxio
