@@ -167,7 +167,8 @@ class FakeMachine final : public Machine {
     if (value && profile_.capabilities.contains(Capability::RichOutput)) {
       op.results.push_back(RichOutput{"text/plain", *value});
     }
-    begin_timeline(op, std::move(outcome), now, request.timeout);
+    begin_timeline(id, op, std::move(outcome), now, request.timeout, env.pid,
+                   "python3 -c " + request.code);
     advance(now);
     return id;
   }
@@ -539,6 +540,14 @@ class FakeMachine final : public Machine {
     env.cwd = workdir.empty() ? sandbox_->workdir : workdir;
     env.policy = &sandbox_->network;
     env.pid = sandbox_->next_pid++;
+    env.find_processes = [sb = sandbox_](const std::string& pattern) {
+      std::vector<int> pids;
+      for (const auto& p : sb->processes) {
+        if (p.alive_at(sb->observed) && p.cmdline.find(pattern) != std::string::npos)
+          pids.push_back(p.pid);
+      }
+      return pids;
+    };
     return env;
   }
 
@@ -588,28 +597,28 @@ class FakeMachine final : public Machine {
     op.kind = Op::Kind::Exec;
     op.streaming = operation == Operation::Stream;
     op.output_limit = command.output_limit;
-    for (const auto& b : outcome.background)
-      sandbox_->background.push_back({now + b.ends_at, id, false});
-    begin_timeline(op, std::move(outcome), now, command.timeout);
+    for (const auto& b : outcome.background) {
+      sandbox_->processes.push_back({sandbox_->next_pid++, b.what, now + b.ends_at, id, false});
+    }
+    begin_timeline(id, op, std::move(outcome), now, command.timeout, env.pid, join(command.argv));
     advance(now);
     return id;
   }
 
-  void begin_timeline(Op& op, detail::Outcome outcome, Instant now,
-                      std::chrono::milliseconds timeout) {
+  void begin_timeline(OpId id, Op& op, detail::Outcome outcome, Instant now,
+                      std::chrono::milliseconds timeout, int pid, std::string cmdline) {
     op.outcome = std::move(outcome);
     op.ends_at = now + op.outcome.duration;
     op.timeout_at = now + std::chrono::duration_cast<nanoseconds>(timeout);
-    ++sandbox_->running_execs;
+    sandbox_->processes.push_back({pid, std::move(cmdline), std::nullopt, id, false});
   }
 
   // Ends an exec. A kill (timeout, cancellation, sandbox end) takes its whole process tree,
   // background children included; a normal exit leaves detached children running.
   void stop_exec(OpId id, bool kill_tree) {
-    if (sandbox_ && sandbox_->running_execs > 0) --sandbox_->running_execs;
-    if (!sandbox_ || !kill_tree) return;
-    for (auto& p : sandbox_->background) {
-      if (p.owner == id) p.killed = true;
+    if (!sandbox_) return;
+    for (auto& p : sandbox_->processes) {
+      if (p.owner == id && (kill_tree || !p.ends_at)) p.ended = true;
     }
   }
 

@@ -517,8 +517,11 @@ class Interp {
     Simple fg = cmd;
     fg.op_after = ";";
     sub.run_simple_public(fg);
+    std::string what;
+    for (const Word& w : cmd.words)
+      what += (what.empty() ? "" : " ") + sub.expand(w);
     // A background child that still writes to the exec's streams keeps them open, as a real
-    // one does; one whose output goes elsewhere is detached and lives on as a process.
+    // one does; one whose output goes elsewhere is detached and outlives a normal exit.
     bool holds_stream = false;
     for (Step& s : child.steps) {
       holds_stream = true;
@@ -529,9 +532,8 @@ class Interp {
     const nanoseconds end = sub.clock();
     if (holds_stream || !(redirects(cmd, 1) && redirects(cmd, 2))) {
       background_hold_ = std::max(background_hold_, end);
-    } else {
-      out_.background.push_back(Background{end, "background job"});
     }
+    out_.background.push_back(Background{end, what});
     for (auto& a : child.network_attempts)
       out_.network_attempts.push_back(a);
   }
@@ -895,6 +897,18 @@ class Interp {
         }
       }
       return 0;
+    }
+    if (base == "pgrep") {
+      if (argv.size() < 2) return fail(err, "pgrep: no matching criteria specified\n", 2);
+      const std::string& pattern = argv.back();
+      std::vector<int> pids =
+          env_.find_processes ? env_.find_processes(pattern) : std::vector<int>{};
+      std::string text;
+      for (int p : pids) {
+        if (p != env_.pid) text += std::to_string(p) + "\n";  // pgrep never lists itself
+      }
+      emit(text);
+      return text.empty() ? 1 : 0;
     }
     if (base == "curl" || base == "wget") {
       for (std::size_t i = 1; i < argv.size(); ++i) {

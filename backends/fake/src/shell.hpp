@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,7 +50,7 @@ struct Step {
 /// A background child started with `&`: it runs until `ends_at` unless killed.
 struct Background {
   std::chrono::nanoseconds ends_at{0};
-  std::string what{};
+  std::string what{};  // its command line, for pgrep
 };
 
 struct Outcome {
@@ -69,6 +70,8 @@ struct ShellEnv {
   int pid = 100;
   Bytes stdin_data{};
   std::map<std::string, std::string>* python_vars = nullptr;  // a stateful code context
+  /// pids of the live processes whose command line contains a pattern (for pgrep -f).
+  std::function<std::vector<int>(const std::string&)> find_processes{};
 };
 
 /// Runs argv as an exec would (no shell unless argv[0] is one).

@@ -99,9 +99,8 @@ std::size_t World::running_processes() const {
   std::size_t n = 0;
   for (const auto& [id, sb] : impl_->sandboxes) {
     if (sb->gone) continue;
-    n += sb->running_execs;
-    for (const auto& p : sb->background)
-      n += (!p.killed && p.ends_at > sb->observed) ? 1 : 0;
+    for (const auto& p : sb->processes)
+      n += p.alive_at(sb->observed) ? 1 : 0;
   }
   return n;
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,14 +24,18 @@ struct FakeSandbox {
   Instant expires_at{0};
   bool gone = false;
   int next_pid = 100;
-  std::size_t running_execs = 0;
+  /// Every process ever started: execs (until they end) and their background children (until
+  /// their virtual end time, or until the exec that started them is killed).
   struct Process {
-    Instant ends_at{0};
-    OpId owner = 0;  // the exec that started it: killing that exec kills its whole tree
-    bool killed = false;
+    int pid = 0;
+    std::string cmdline;
+    std::optional<Instant> ends_at;  // nullopt: runs until its exec ends
+    OpId owner = 0;                  // the exec that started it
+    bool ended = false;
+    [[nodiscard]] bool alive_at(Instant t) const { return !ended && (!ends_at || *ends_at > t); }
   };
-  std::vector<Process> background;  // detached children, by absolute end time
-  Instant observed{0};              // the latest `now` a machine showed this sandbox
+  std::vector<Process> processes;
+  Instant observed{0};  // the latest `now` a machine showed this sandbox
   std::map<std::string, std::map<std::string, std::string>> contexts;  // code contexts
   int next_context = 1;
   std::vector<std::string> secrets;
