@@ -44,7 +44,7 @@ struct Config {
   std::size_t max_steps = 1'000'000;
   /// Wall-clock time of virtual instant 0, for records.
   std::chrono::system_clock::time_point wall_epoch{std::chrono::seconds(1'780'000'000)};
-  PeerFactory peers;
+  PeerFactory peers{};
 };
 
 [[nodiscard]] std::unique_ptr<Link> make_link(Config config = {});
