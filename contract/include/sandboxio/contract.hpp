@@ -35,8 +35,9 @@ struct Target {
   std::function<std::vector<std::string>(const std::string& marker)> alive_probe{};
   /// A command that exits 0 only if it reached the network.
   std::vector<std::string> egress_probe{};
-  /// A DSN whose create() takes more than a second (for the create-timeout case); empty
-  /// means the case relies on a 1 ms create timeout.
+  /// A DSN whose create() takes more than a second (for the create-timeout case). Empty means
+  /// the case relies on a 1 ms create timeout, which only a backend that can never create
+  /// that fast may do (fake:// can: give it "?create_delay=10s").
   std::string slow_create_dsn{};
 };
 

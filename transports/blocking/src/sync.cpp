@@ -265,7 +265,7 @@ void Sandbox::kill() {
 void Sandbox::detach() noexcept {
   session_->detached = true;
 }
-std::vector<Problem> Sandbox::warnings() const {
+const std::vector<Problem>& Sandbox::warnings() const noexcept {
   return session_->warnings;
 }
 Machine& Sandbox::native() {

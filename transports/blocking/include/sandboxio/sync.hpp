@@ -103,7 +103,7 @@ class Sandbox {
   /// Keeps the sandbox alive after this object is destroyed (until its lifetime ends).
   void detach() noexcept;
   /// Warnings the backend reported (for example the UNKNOWN isolation tier).
-  [[nodiscard]] std::vector<Problem> warnings() const;
+  [[nodiscard]] const std::vector<Problem>& warnings() const noexcept;
   /// The machine itself, for backend-specific operations.
   [[nodiscard]] Machine& native();
 
