@@ -1,0 +1,175 @@
+// The async API over the Asio transport: Asio's conventions, checked.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_future.hpp>
+#include <thread>
+
+#include "sandboxio/async.hpp"
+#include "sandboxio/fake.hpp"
+
+using namespace std::chrono_literals;
+using sandboxio::async::Process;
+using sandboxio::async::Sandbox;
+
+namespace {
+
+class Async : public testing::Test {
+ protected:
+  asio::io_context io;
+  std::shared_ptr<sandboxio::fake::World> world = sandboxio::fake::World::create();
+
+  Sandbox create() {
+    std::optional<Sandbox> out;
+    Sandbox::async_create(io.get_executor(), world->dsn(), {}, [&](std::error_code ec, Sandbox sb) {
+      ASSERT_FALSE(ec) << ec.message();
+      out = std::move(sb);
+    });
+    io.run();
+    io.restart();
+    EXPECT_TRUE(out.has_value());
+    return std::move(*out);
+  }
+  static sandboxio::Command cmd(std::vector<std::string> argv) {
+    sandboxio::Command c;
+    c.argv = std::move(argv);
+    return c;
+  }
+};
+
+TEST_F(Async, CallbackRunNeverCompletesInsideTheInitiatingFunction) {
+  auto sb = create();
+  bool initiating = true;
+  bool called = false;
+  sb.async_run(cmd({"sh", "-c", "echo hi; echo err >&2; exit 3"}),
+               [&](std::error_code ec, sandboxio::ExecResult r) {
+                 EXPECT_FALSE(initiating) << "completed inside async_run";
+                 EXPECT_FALSE(ec);
+                 EXPECT_EQ(r.stdout_bytes, "hi\n");
+                 EXPECT_EQ(r.stderr_bytes, "err\n");
+                 EXPECT_EQ(r.exit_code, 3);
+                 called = true;
+               });
+  initiating = false;
+  io.run();
+  EXPECT_TRUE(called);
+}
+
+TEST_F(Async, HandlerExecutorIsKept) {
+  auto sb = create();
+  auto strand = asio::make_strand(io);
+  bool on_strand = false;
+  sb.async_run(cmd({"true"}),
+               asio::bind_executor(strand, [&](std::error_code, sandboxio::ExecResult) {
+                 on_strand = strand.running_in_this_thread();
+               }));
+  io.run();
+  EXPECT_TRUE(on_strand);
+}
+
+TEST_F(Async, FuturesWithAThreadRunningTheContext) {
+  auto work = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  auto sb_future = Sandbox::async_create(io.get_executor(), world->dsn(), {}, asio::use_future);
+  Sandbox sb = sb_future.get();
+  auto r = sb.async_run(cmd({"printf", "a\\000b"}), asio::use_future).get();
+  EXPECT_EQ(r.stdout_bytes, std::string("a\0b", 3));
+  sb.async_write_file("/tmp/f", "data", asio::use_future).get();
+  EXPECT_EQ(sb.async_read_file("/tmp/f", asio::use_future).get(), "data");
+  try {
+    (void)sb.async_read_file("/tmp/missing", asio::use_future).get();
+    FAIL();
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::FileNotFound);
+  }
+  sb.async_kill(asio::use_future).get();
+  work.reset();
+  runner.join();
+  EXPECT_TRUE(world->live_sandboxes().empty());
+}
+
+TEST_F(Async, ErrorsComeAsErrorCodes) {
+  std::error_code got;
+  Sandbox::async_create(io.get_executor(), "nosuch://x", {},
+                        [&](std::error_code ec, Sandbox) { got = ec; });
+  io.run();
+  EXPECT_EQ(got, sandboxio::errc::BackendNotFound);
+}
+
+TEST_F(Async, StreamingChunksInOrder) {
+  auto sb = create();
+  std::string out, err;
+  std::optional<sandboxio::ExecResult> result;
+  std::optional<Process> proc;
+  std::function<void()> pull;
+  pull = [&] {
+    proc->async_next([&](std::error_code ec, std::optional<sandboxio::OutputChunk> c) {
+      ASSERT_FALSE(ec);
+      if (!c) {
+        proc->async_wait([&](std::error_code e, sandboxio::ExecResult r) {
+          ASSERT_FALSE(e);
+          result = r;
+        });
+        return;
+      }
+      (c->stream == sandboxio::StreamKind::Stdout ? out : err) += c->data;
+      pull();
+    });
+  };
+  sb.async_stream(cmd({"sh", "-c", "echo 1; sleep 0.05; echo x >&2; echo 2"}),
+                  [&](std::error_code ec, Process p) {
+                    ASSERT_FALSE(ec);
+                    proc = std::move(p);
+                    pull();
+                  });
+  io.run();
+  EXPECT_EQ(out, "1\n2\n");
+  EXPECT_EQ(err, "x\n");
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(result->streamed);
+  EXPECT_EQ(result->exit_code, 0);
+}
+
+TEST_F(Async, CancellationSlotKillsTheRemoteProcess) {
+  auto sb = create();
+  asio::cancellation_signal signal;
+  std::error_code got;
+  sb.async_run(cmd({"sh", "-c", "sleep 600"}),
+               asio::bind_cancellation_slot(
+                   signal.slot(), [&](std::error_code ec, sandboxio::ExecResult) { got = ec; }));
+  // Operations on one sandbox are serialised, so when this probe completes the command runs.
+  sb.async_run(cmd({"pgrep", "-f", "sleep 600"}), [&](std::error_code ec, sandboxio::ExecResult probe) {
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(probe.exit_code, 0) << "the command to cancel is not running";
+    signal.emit(asio::cancellation_type::terminal);
+  });
+  io.run();
+  EXPECT_EQ(got, asio::error::operation_aborted);  // cancellation surfaces as cancellation
+  EXPECT_EQ(world->running_processes(), 0u);
+}
+
+TEST_F(Async, DroppingAProcessKillsIt) {
+  auto sb = create();
+  sb.async_stream(cmd({"sh", "-c", "echo go; sleep 600"}), [&](std::error_code ec, Process p) {
+    ASSERT_FALSE(ec);
+    auto holder = std::make_shared<Process>(std::move(p));
+    holder->async_next([holder](std::error_code, std::optional<sandboxio::OutputChunk> c) {
+      EXPECT_TRUE(c);
+      // holder goes out of scope here: the process handle is dropped mid-stream
+    });
+  });
+  io.run();
+  EXPECT_EQ(world->running_processes(), 0u);
+}
+
+TEST_F(Async, DestroyingTheHandleKillsTheSandbox) {
+  { auto sb = create(); }
+  io.run();
+  EXPECT_TRUE(world->live_sandboxes().empty());
+}
+
+}  // namespace

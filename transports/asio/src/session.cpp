@@ -1,0 +1,473 @@
+// The Asio driver: runs one machine on a strand, performing its requests with Asio sockets and
+// a steady_timer, and completing the operations' handlers from the machine's events.
+#include <asio/connect.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/generic/stream_protocol.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/write.hpp>
+#include <cstdio>
+#include <deque>
+#include <map>
+
+#include "sandboxio/async.hpp"
+#include "sandboxio/config.hpp"
+#include "sandboxio/sinks.hpp"
+
+namespace sandboxio::async::detail {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(asio::any_io_executor ex, std::unique_ptr<Machine> machine, CreateOptions options)
+      : strand_(asio::make_strand(ex)),
+        timer_(strand_),
+        machine_(std::move(machine)),
+        options_(std::move(options)),
+        epoch_(std::chrono::steady_clock::now()),
+        wall_epoch_(std::chrono::system_clock::now()) {
+    if (options_.audit.sink) {
+      auto timeout = audit_timeout();
+      audit_ = std::make_shared<AuditDispatcher>(
+          options_.audit.sink, timeout ? timeout.value() : options_.audit.sink_timeout,
+          options_.audit.on_failure, [](const Problem& p) {
+            std::fprintf(stderr, "sandboxio: warning: %s\n", p.describe().c_str());
+          });
+    }
+  }
+
+  asio::strand<asio::any_io_executor>& strand() { return strand_; }
+  Machine& machine() { return *machine_; }
+
+  Instant now() const {
+    return std::chrono::duration_cast<Instant>(std::chrono::steady_clock::now() - epoch_);
+  }
+
+  // ---- called on the strand ----
+
+  void start(Submit& submit, std::unique_ptr<Waiter> waiter, asio::cancellation_slot slot) {
+    const OpId op = submit(*machine_, now());
+    Inbox& box = inbox_[op];
+    box.waiter = std::move(waiter);
+    if (slot.is_connected()) {
+      slot.assign([weak = weak_from_this(), op](asio::cancellation_type) {
+        if (auto self = weak.lock()) {
+          asio::dispatch(self->strand_, [self, op] { self->cancel(op); });
+        }
+      });
+    }
+    // Output nobody will read (a stream whose result is awaited) must not hold the machine back.
+    discard_chunks(op, box);
+    settle(op);
+    pump();
+  }
+
+  void start_stream(Submit& submit, std::unique_ptr<StreamWaiter> waiter) {
+    const OpId op = submit(*machine_, now());
+    inbox_.try_emplace(op);
+    pump();
+    auto it = inbox_.find(op);
+    if (it != inbox_.end() && it->second.failed && it->second.chunks.empty()) {
+      const Problem p = *it->second.failed;
+      inbox_.erase(it);
+      waiter->started(make_error_code(p.code), 0);
+      return;
+    }
+    waiter->started({}, op);
+  }
+
+  void next_chunk(OpId op, std::unique_ptr<ChunkWaiter> waiter) {
+    auto it = inbox_.find(op);
+    if (it == inbox_.end()) {
+      waiter->chunk({}, std::nullopt);
+      return;
+    }
+    it->second.chunk_waiter = std::move(waiter);
+    settle(op);
+    pump();
+  }
+
+  void cancel(OpId op) {
+    auto it = inbox_.find(op);
+    if (it == inbox_.end() || it->second.finished()) return;
+    machine_->submit_cancel(op, now());
+    pump();
+  }
+
+  void kill_and_release() {
+    if (released_) return;
+    released_ = true;
+    struct Keep final : Waiter {
+      std::shared_ptr<Session> self;
+      void done(std::error_code, Completion) override { self.reset(); }
+    };
+    auto keep = std::make_unique<Keep>();
+    keep->self = shared_from_this();
+    Submit kill = [](Machine& m, Instant now) { return m.submit_kill(now); };
+    start(kill, std::move(keep), {});
+  }
+
+ private:
+  struct Inbox {
+    std::deque<OutputChunk> chunks;
+    std::optional<Completion> done;
+    std::optional<Problem> failed;
+    bool cancelled = false;
+    std::unique_ptr<Waiter> waiter;
+    std::unique_ptr<ChunkWaiter> chunk_waiter;
+    bool finished() const { return done || failed || cancelled; }
+  };
+  struct Conn {
+    std::unique_ptr<asio::generic::stream_protocol::socket> socket;
+    std::deque<std::string> out;
+    bool writing = false;
+    bool half_close = false;
+    std::string held;  // bytes the machine did not consume (backpressure)
+    std::array<char, 64 * 1024> buf{};
+    bool reading = false;
+  };
+
+  void discard_chunks(OpId op, Inbox& box) {
+    if (!box.waiter) return;
+    std::size_t n = 0;
+    for (const auto& c : box.chunks)
+      n += c.data.size();
+    box.chunks.clear();
+    if (n != 0) machine_->handle_consumed(op, n, now());
+  }
+
+  // Delivers what an op's waiters can take now.
+  void settle(OpId op) {
+    auto it = inbox_.find(op);
+    if (it == inbox_.end()) return;
+    Inbox& box = it->second;
+    if (box.chunk_waiter) {
+      if (!box.chunks.empty()) {
+        OutputChunk c = std::move(box.chunks.front());
+        box.chunks.pop_front();
+        machine_->handle_consumed(op, c.data.size(), now());
+        std::exchange(box.chunk_waiter, nullptr)->chunk({}, std::move(c));
+      } else if (box.finished()) {
+        std::exchange(box.chunk_waiter, nullptr)
+            ->chunk(
+                box.cancelled ? make_error_code(asio::error::operation_aborted) : std::error_code(),
+                std::nullopt);
+      }
+    }
+    discard_chunks(op, box);
+    if (box.waiter && box.finished()) {
+      auto waiter = std::exchange(box.waiter, nullptr);
+      if (box.cancelled) {
+        waiter->done(make_error_code(asio::error::operation_aborted), std::monostate{});
+      } else if (box.failed) {
+        waiter->done(make_error_code(box.failed->code), std::monostate{});
+      } else {
+        waiter->done({}, std::move(*box.done));
+      }
+      inbox_.erase(it);
+    }
+  }
+
+  void pump() {
+    while (true) {
+      bool progressed = false;
+      while (auto req = machine_->poll_request()) {
+        perform(std::move(*req));
+        progressed = true;
+      }
+      while (auto ev = machine_->poll_event()) {
+        progressed = true;
+        route(std::move(*ev));
+      }
+      if (!progressed) break;
+    }
+    arm_timer();
+  }
+
+  void route(Event ev) {
+    std::visit(
+        [&](auto&& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, event::Record>) {
+            e.record.started =
+                wall_epoch_ +
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(e.started);
+            if (audit_) (void)audit_->deliver(e.record);
+          } else if constexpr (std::is_same_v<E, event::Warning>) {
+            std::fprintf(stderr, "sandboxio: warning: %s\n", e.problem.describe().c_str());
+          } else {
+            auto it = inbox_.find(e.op);
+            if (it == inbox_.end()) return;  // an operation nobody waits for any more
+            Inbox& box = it->second;
+            if constexpr (std::is_same_v<E, event::Output>) {
+              box.chunks.push_back(std::move(e.chunk));
+            } else if constexpr (std::is_same_v<E, event::Done>) {
+              box.done = std::move(e.value);
+            } else if constexpr (std::is_same_v<E, event::Failed>) {
+              box.failed = std::move(e.problem);
+            } else if constexpr (std::is_same_v<E, event::Cancelled>) {
+              box.cancelled = true;
+            }
+            const bool orphan =
+                !box.waiter && !box.chunk_waiter && box.finished() && !released_pending(e.op);
+            if (orphan && (box.cancelled || box.failed)) {
+              inbox_.erase(it);  // a dropped stream: nobody will read its end
+              return;
+            }
+            settle(e.op);
+          }
+        },
+        std::move(ev));
+  }
+
+  bool released_pending(OpId) const { return false; }
+
+  void arm_timer() {
+    const auto deadline = machine_->poll_deadline();
+    if (!deadline) {
+      timer_.cancel();
+      return;
+    }
+    if (armed_ && armed_at_ == *deadline) return;
+    armed_ = true;
+    armed_at_ = *deadline;
+    timer_.expires_at(epoch_ +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*deadline));
+    timer_.async_wait([weak = weak_from_this(), at = *deadline](std::error_code ec) {
+      auto self = weak.lock();
+      if (!self || ec) return;
+      self->armed_ = false;
+      self->machine_->handle_timeout(self->now());
+      self->pump();
+    });
+  }
+
+  void perform(Request request) {
+    std::visit(
+        [&](auto&& r) {
+          using R = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<R, request::Open>) {
+            open(r.conn, r.endpoint);
+          } else if constexpr (std::is_same_v<R, request::Send>) {
+            auto it = conns_.find(r.conn);
+            if (it == conns_.end()) return;
+            it->second.out.push_back(std::move(r.data));
+            write(r.conn);
+          } else if constexpr (std::is_same_v<R, request::HalfClose>) {
+            auto it = conns_.find(r.conn);
+            if (it == conns_.end()) return;
+            it->second.half_close = true;
+            write(r.conn);
+          } else if constexpr (std::is_same_v<R, request::Close>) {
+            auto it = conns_.find(r.conn);
+            if (it == conns_.end()) return;
+            std::error_code ignored;
+            it->second.socket->close(ignored);
+            conns_.erase(it);
+          }
+        },
+        std::move(request));
+  }
+
+  void open(ConnId id, const Endpoint& ep) {
+    if (ep.tls) {
+      machine_->handle_connect_failed(
+          id, Problem{errc::TlsError, "the Asio transport does not speak TLS yet", {}}, now());
+      return;
+    }
+    Conn& c = conns_[id];
+    if (ep.kind == Endpoint::Kind::Unix) {
+      asio::local::stream_protocol::endpoint local(ep.address);
+      c.socket = std::make_unique<asio::generic::stream_protocol::socket>(
+          strand_, asio::generic::stream_protocol(AF_UNIX, 0));
+      c.socket->async_connect(asio::generic::stream_protocol::endpoint(local),
+                              [weak = weak_from_this(), id](std::error_code ec) {
+                                if (auto self = weak.lock()) self->connected(id, ec);
+                              });
+      return;
+    }
+    auto resolver = std::make_shared<asio::ip::tcp::resolver>(strand_);
+    resolver->async_resolve(
+        ep.address, std::to_string(ep.port),
+        [weak = weak_from_this(), id, resolver](std::error_code ec,
+                                                asio::ip::tcp::resolver::results_type results) {
+          auto self = weak.lock();
+          if (!self) return;
+          if (ec || results.empty()) {
+            self->connected(id, ec ? ec : make_error_code(asio::error::host_not_found));
+            return;
+          }
+          auto it = self->conns_.find(id);
+          if (it == self->conns_.end()) return;
+          const asio::ip::tcp::endpoint tcp = *results.begin();
+          it->second.socket = std::make_unique<asio::generic::stream_protocol::socket>(
+              self->strand_, asio::generic::stream_protocol(tcp.protocol().family(), IPPROTO_TCP));
+          it->second.socket->async_connect(asio::generic::stream_protocol::endpoint(tcp),
+                                           [weak, id](std::error_code e) {
+                                             if (auto s = weak.lock()) s->connected(id, e);
+                                           });
+        });
+  }
+
+  void connected(ConnId id, std::error_code ec) {
+    if (ec) {
+      conns_.erase(id);
+      machine_->handle_connect_failed(id, Problem{errc::ConnectionFailed, ec.message(), {}}, now());
+    } else {
+      machine_->handle_connected(id, now());
+      read(id);
+    }
+    pump();
+  }
+
+  void read(ConnId id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second.reading || !it->second.held.empty()) return;
+    Conn& c = it->second;
+    c.reading = true;
+    c.socket->async_read_some(
+        asio::buffer(c.buf), [weak = weak_from_this(), id](std::error_code ec, std::size_t n) {
+          auto self = weak.lock();
+          if (!self) return;
+          auto cit = self->conns_.find(id);
+          if (cit == self->conns_.end()) return;
+          cit->second.reading = false;
+          if (ec) {
+            self->machine_->handle_eof(id, self->now());
+          } else {
+            const std::string_view data(cit->second.buf.data(), n);
+            const std::size_t used = self->machine_->handle_bytes(id, data, self->now());
+            if (used < n) cit->second.held.assign(data.substr(used));
+            self->read(id);
+          }
+          self->pump();
+        });
+  }
+
+  void write(ConnId id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second.writing || !it->second.socket) return;
+    Conn& c = it->second;
+    if (c.out.empty()) {
+      if (c.half_close) {
+        std::error_code ignored;
+        c.socket->shutdown(asio::socket_base::shutdown_send, ignored);
+        c.half_close = false;
+      }
+      return;
+    }
+    c.writing = true;
+    asio::async_write(*c.socket, asio::buffer(c.out.front()),
+                      [weak = weak_from_this(), id](std::error_code ec, std::size_t) {
+                        auto self = weak.lock();
+                        if (!self) return;
+                        auto cit = self->conns_.find(id);
+                        if (cit == self->conns_.end()) return;
+                        cit->second.writing = false;
+                        cit->second.out.pop_front();
+                        if (ec) {
+                          self->machine_->handle_eof(id, self->now());
+                          self->pump();
+                          return;
+                        }
+                        self->write(id);
+                      });
+  }
+
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer timer_;
+  std::unique_ptr<Machine> machine_;
+  CreateOptions options_;
+  std::chrono::steady_clock::time_point epoch_;
+  std::chrono::system_clock::time_point wall_epoch_;
+  std::shared_ptr<AuditDispatcher> audit_;
+  std::map<OpId, Inbox> inbox_;
+  std::map<ConnId, Conn> conns_;
+  bool armed_ = false;
+  Instant armed_at_{0};
+  bool released_ = false;
+};
+
+void start(const std::shared_ptr<Session>& session, Submit submit, std::unique_ptr<Waiter> waiter,
+           asio::cancellation_slot slot) {
+  asio::dispatch(session->strand(),
+                 [session, submit = std::move(submit), w = std::move(waiter), slot]() mutable {
+                   session->start(submit, std::move(w), slot);
+                 });
+}
+
+void start_stream(const std::shared_ptr<Session>& session, Submit submit,
+                  std::unique_ptr<StreamWaiter> waiter) {
+  asio::dispatch(session->strand(),
+                 [session, submit = std::move(submit), w = std::move(waiter)]() mutable {
+                   session->start_stream(submit, std::move(w));
+                 });
+}
+
+void next_chunk(const std::shared_ptr<Session>& session, OpId op,
+                std::unique_ptr<ChunkWaiter> waiter, asio::cancellation_slot slot) {
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<Session>(session), op](asio::cancellation_type) {
+      if (auto s = weak.lock()) asio::dispatch(s->strand(), [s, op] { s->cancel(op); });
+    });
+  }
+  asio::dispatch(session->strand(), [session, op, w = std::move(waiter)]() mutable {
+    session->next_chunk(op, std::move(w));
+  });
+}
+
+void cancel(const std::shared_ptr<Session>& session, OpId op) {
+  asio::dispatch(session->strand(), [session, op] { session->cancel(op); });
+}
+
+void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool connect,
+          std::string id, std::unique_ptr<Waiter> waiter, asio::cancellation_slot slot,
+          std::function<void(std::shared_ptr<Session>)> keep) {
+  auto parsed = parse_dsn(dsn);
+  std::optional<Problem> problem;
+  std::unique_ptr<Machine> machine;
+  if (!parsed) {
+    problem = parsed.problem();
+  } else if (auto entry = registry().resolve(parsed.value()); !entry) {
+    problem = entry.problem();
+  } else if (auto made = entry.value()->factory(parsed.value()); !made) {
+    problem = made.problem();
+  } else {
+    machine = std::move(made).value();
+  }
+  if (problem) {
+    // Completed through the waiter, which posts: never inside the initiating function.
+    waiter->done(make_error_code(problem->code), std::monostate{});
+    return;
+  }
+  auto session = std::make_shared<Session>(ex, std::move(machine), options);
+  keep(session);
+  Submit submit =
+      connect
+          ? Submit([id = std::move(id), options](Machine& m, Instant now) mutable {
+              return m.submit_connect(std::move(id), options, now);
+            })
+          : Submit([options](Machine& m, Instant now) { return m.submit_create(options, now); });
+  start(session, std::move(submit), std::move(waiter), slot);
+}
+
+asio::any_io_executor executor_of(const std::shared_ptr<Session>& session) {
+  return session->strand();
+}
+std::string_view scheme_of(const std::shared_ptr<Session>& session) {
+  return session->machine().scheme();
+}
+CapabilitySet capabilities_of(const std::shared_ptr<Session>& session) {
+  return session->machine().capabilities();
+}
+IsolationTier tier_of(const std::shared_ptr<Session>& session) {
+  return session->machine().tier();
+}
+
+void release(const std::shared_ptr<Session>& session, bool kill) {
+  if (!kill) return;
+  asio::dispatch(session->strand(), [session] { session->kill_and_release(); });
+}
+
+}  // namespace sandboxio::async::detail
