@@ -555,8 +555,9 @@ void isolation_unknown_tier_warns(const Target& t) {
   auto sb = make(t);
   const bool unknown = sb.tier().value() == IsolationTier::Unknown;
   const std::vector<Problem> warnings = sb.warnings();
-  const bool warned = std::any_of(warnings.begin(), warnings.end(),
-                                  [](const Problem& p) { return p.code == errc::IsolationNotSatisfied; });
+  const bool warned = std::any_of(warnings.begin(), warnings.end(), [](const Problem& p) {
+    return p.code == errc::IsolationNotSatisfied;
+  });
   require(unknown == warned,
           unknown ? "creating on the UNKNOWN tier did not warn" : "a known tier warned");
 }

@@ -21,6 +21,13 @@ expect include/sandboxio/sync.hpp
 expect include/sandboxio/fake.hpp
 expect lib/libsandboxio_fake.a
 expect lib/libsandboxio_blocking.a
+expect lib/libsandboxio_sim.a
+expect lib/libsandboxio_asio.a
+expect lib/libsandboxio_contract.a
+expect include/sandboxio/async.hpp
+expect include/sandboxio/sim.hpp
+expect include/sandboxio/contract.hpp
+expect include/sandboxio/contract_gtest.hpp
 expect bin/sandboxio
 expect bin/sbx
 expect lib/libsandboxio_engine.a
@@ -31,7 +38,7 @@ expect lib/cmake/sandboxio/sandboxioTargets.cmake
 expect lib/pkgconfig/sandboxio.pc
 expect share/doc/sandboxio/LICENSE
 # Nothing from the tests, the gates, the benchmarks or the developer tools.
-stray=$(cd "$prefix" && find . -type f | grep -E -i '(^|/)(tests?|gates?|bench|fuzz)(/|$)|_test\b|gtest|gmock|gen_error_docs|consumer' || true)
+stray=$(cd "$prefix" && find . -type f | grep -E -i '(^|/)(tests?|gates?|bench|fuzz)(/|$)|_test\b|(^|/)(libg(test|mock)|gtest/|gmock/)|gen_error_docs|consumer' || true)
 if [ -n "$stray" ]; then echo "INSTALL: files that do not belong in the package: $stray" >&2; fail=1; fi
 # Headers must not include anything from outside the installed tree or the system.
 for h in "$prefix"/include/sandboxio/*.hpp; do

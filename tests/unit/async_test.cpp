@@ -142,11 +142,12 @@ TEST_F(Async, CancellationSlotKillsTheRemoteProcess) {
                asio::bind_cancellation_slot(
                    signal.slot(), [&](std::error_code ec, sandboxio::ExecResult) { got = ec; }));
   // Operations on one sandbox are serialised, so when this probe completes the command runs.
-  sb.async_run(cmd({"pgrep", "-f", "sleep 600"}), [&](std::error_code ec, sandboxio::ExecResult probe) {
-    EXPECT_FALSE(ec);
-    EXPECT_EQ(probe.exit_code, 0) << "the command to cancel is not running";
-    signal.emit(asio::cancellation_type::terminal);
-  });
+  sb.async_run(cmd({"pgrep", "-f", "sleep 600"}),
+               [&](std::error_code ec, sandboxio::ExecResult probe) {
+                 EXPECT_FALSE(ec);
+                 EXPECT_EQ(probe.exit_code, 0) << "the command to cancel is not running";
+                 signal.emit(asio::cancellation_type::terminal);
+               });
   io.run();
   EXPECT_EQ(got, asio::error::operation_aborted);  // cancellation surfaces as cancellation
   EXPECT_EQ(world->running_processes(), 0u);

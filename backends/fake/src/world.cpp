@@ -6,13 +6,15 @@
 namespace sandboxio::fake {
 namespace {
 
+// The name registry lives as long as the process and is never destroyed: Worlds held in
+// static storage elsewhere may be destroyed after any function-local static of this file.
 std::mutex& registry_mutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::map<std::string, std::weak_ptr<World>>& worlds() {
-  static std::map<std::string, std::weak_ptr<World>> w;
-  return w;
+  static auto* w = new std::map<std::string, std::weak_ptr<World>>;
+  return *w;
 }
 
 }  // namespace

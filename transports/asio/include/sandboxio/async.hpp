@@ -223,16 +223,16 @@ class Sandbox {
   template <class Token>
   static auto async_create(asio::any_io_executor ex, std::string dsn, CreateOptions options,
                            Token&& token) {
-    return async_open(std::move(ex), std::move(dsn), std::move(options), false, {},
-                      std::forward<Token>(token));
+    return initiate_open(std::move(ex), std::move(dsn), std::move(options), false, {},
+                         std::forward<Token>(token));
   }
   /// Re-attaches to a sandbox by id; the handle does not own it.
   template <class Token>
   static auto async_connect(asio::any_io_executor ex, std::string dsn, std::string id,
                             CreateOptions options, Token&& token) {
     options.outlive_owner = true;
-    return async_open(std::move(ex), std::move(dsn), std::move(options), true, std::move(id),
-                      std::forward<Token>(token));
+    return initiate_open(std::move(ex), std::move(dsn), std::move(options), true, std::move(id),
+                         std::forward<Token>(token));
   }
 
   [[nodiscard]] const std::string& id() const noexcept { return info_.id; }
@@ -361,8 +361,8 @@ class Sandbox {
   };
 
   template <class Token>
-  static auto async_open(asio::any_io_executor ex, std::string dsn, CreateOptions options,
-                         bool connect, std::string id, Token&& token) {
+  static auto initiate_open(asio::any_io_executor ex, std::string dsn, CreateOptions options,
+                            bool connect, std::string id, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, Sandbox)>(
         [ex](auto handler, std::string d, CreateOptions o, bool c, std::string i) {
           auto slot = asio::get_associated_cancellation_slot(handler);
