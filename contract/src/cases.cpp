@@ -3,13 +3,12 @@
 
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sinks.hpp"
-#include "sandboxio/sync.hpp"
 
 namespace sandboxio::contract {
 namespace {
 
 using namespace std::chrono_literals;
-using sync::Sandbox;
+using BoxPtr = std::unique_ptr<Box>;
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw CaseFailure(what);
@@ -29,9 +28,8 @@ std::string show(const std::string& bytes) {
   return "\"" + out + (bytes.size() > 200 ? "...\"" : "\"");
 }
 
-Sandbox make(const Target& t, CreateOptions o = {}, const std::string& dsn = {}) {
-  return Sandbox::create(dsn.empty() ? t.dsn : dsn, std::move(o),
-                         t.make_link ? t.make_link() : nullptr);
+BoxPtr make(const Target& t, CreateOptions o = {}, const std::string& dsn = {}) {
+  return t.transport->create(dsn.empty() ? t.dsn : dsn, std::move(o));
 }
 
 template <class F>
@@ -46,12 +44,12 @@ void expect_code(errc code, F&& f, const std::string& what) {
   throw CaseFailure(what + ": expected " + std::string(error_info(code).id) + ", but it succeeded");
 }
 
-bool alive(Sandbox& sb, const Target& t, const std::string& marker) {
+bool alive(Box& sb, const Target& t, const std::string& marker) {
   require(static_cast<bool>(t.alive_probe), "the target supplies no alive_probe");
   return sb.run(t.alive_probe(marker)).exit_code == 0;
 }
 
-ExecResult sh(Sandbox& sb, const std::string& script) {
+ExecResult sh(Box& sb, const std::string& script) {
   return sb.run({"sh", "-c", script});
 }
 
@@ -59,41 +57,36 @@ ExecResult sh(Sandbox& sb, const std::string& script) {
 
 void lifecycle_create_info_kill(const Target& t) {
   auto sb = make(t);
-  require(!sb.id().empty(), "create() gave an empty id");
-  const SandboxInfo info = sb.info();
-  require(info.id == sb.id(), "info().id differs from id()");
+  require(!sb->id().empty(), "create() gave an empty id");
+  const SandboxInfo info = sb->info();
+  require(info.id == sb->id(), "info().id differs from id()");
   require(info.state == SandboxState::Running, "a new sandbox is not running");
   require(info.network.denies_all(), "the default network policy is not deny-all");
   require(info.lifetime == kDefaultLifetime, "info() does not report the lifetime asked for");
-  sb.kill();
+  sb->kill();
   expect_code(
-      errc::SandboxGone, [&] { (void)sb.run({"true"}); }, "run after kill");
+      errc::SandboxGone, [&] { (void)sb->run({"true"}); }, "run after kill");
 }
 
 void lifecycle_reattach_by_id(const Target& t) {
   auto sb = make(t);
-  if (!sb.capabilities().contains(Capability::Reattach)) {
+  if (!sb->capabilities().contains(Capability::Reattach)) {
     expect_code(
-        errc::CapabilityNotSupported,
-        [&] { (void)Sandbox::connect(t.dsn, sb.id(), {}, t.make_link ? t.make_link() : nullptr); },
+        errc::CapabilityNotSupported, [&] { (void)t.transport->connect(t.dsn, sb->id(), {}); },
         "connect() without the reattach capability");
     return;
   }
-  require(sh(sb, "echo state > /tmp/reattach").ok(), "could not write a marker");
+  require(sh(*sb, "echo state > /tmp/reattach").ok(), "could not write a marker");
   {
-    auto again = Sandbox::connect(t.dsn, sb.id(), {}, t.make_link ? t.make_link() : nullptr);
-    require(again.id() == sb.id(), "connect() gave another id");
-    const auto r = again.run({"cat", "/tmp/reattach"});
+    auto again = t.transport->connect(t.dsn, sb->id(), {});
+    require(again->id() == sb->id(), "connect() gave another id");
+    const auto r = again->run({"cat", "/tmp/reattach"});
     require(r.stdout_bytes == "state\n",
             "the re-attached sandbox does not see the same files: " + show(r.stdout_bytes));
   }  // dropping a re-attached handle leaves the sandbox alone
-  require(sb.run({"true"}).ok(), "dropping a re-attached handle killed the sandbox");
+  require(sb->run({"true"}).ok(), "dropping a re-attached handle killed the sandbox");
   expect_code(
-      errc::SandboxNotFound,
-      [&] {
-        (void)Sandbox::connect(t.dsn, "sbx-no-such-sandbox", {},
-                               t.make_link ? t.make_link() : nullptr);
-      },
+      errc::SandboxNotFound, [&] { (void)t.transport->connect(t.dsn, "sbx-no-such-sandbox", {}); },
       "connect() to an unknown id");
 }
 
@@ -103,24 +96,23 @@ void lifecycle_lifetime_expiry_gives_gone(const Target& t) {
   auto sb = make(t, o);
   Command c;
   c.argv = {"sleep", "30"};
-  const auto r = sb.run(c);
+  const auto r = sb->run(c);
   require(r.termination == Termination::SandboxGone,
           "a command outliving the sandbox's lifetime ended as " +
               std::string(to_string(r.termination)));
   expect_code(
-      errc::SandboxGone, [&] { (void)sb.run({"true"}); }, "run after the lifetime ended");
+      errc::SandboxGone, [&] { (void)sb->run({"true"}); }, "run after the lifetime ended");
 }
 
 void lifecycle_dropped_handle_ends_sandbox(const Target& t) {
   std::string id;
   {
     auto sb = make(t);
-    id = sb.id();
+    id = sb->id();
   }
-  auto link = t.make_link ? t.make_link() : nullptr;
   try {
-    auto again = Sandbox::connect(t.dsn, id, {}, std::move(link));
-    (void)again.run({"true"});
+    auto again = t.transport->connect(t.dsn, id, {});
+    (void)again->run({"true"});
   } catch (const Error& e) {
     require(e.code() == errc::SandboxGone || e.code() == errc::SandboxNotFound ||
                 e.code() == errc::CapabilityNotSupported,
@@ -135,21 +127,21 @@ void lifecycle_dropped_handle_ends_sandbox(const Target& t) {
 void run_exit_codes(const Target& t) {
   auto sb = make(t);
   for (int code : {0, 1, 3}) {
-    const auto r = sh(sb, "exit " + std::to_string(code));
+    const auto r = sh(*sb, "exit " + std::to_string(code));
     require(r.exit_code == code && r.termination == Termination::Exited,
             "exit " + std::to_string(code) + " gave " + std::to_string(r.exit_code.value_or(-1)));
   }
-  const auto killed = sh(sb, "kill -9 $$");
+  const auto killed = sh(*sb, "kill -9 $$");
   require(
       killed.exit_code == 137 && killed.termination == Termination::Signalled && killed.signal == 9,
       "a process killed by SIGKILL gave exit " + std::to_string(killed.exit_code.value_or(-1)) +
           " (" + std::string(to_string(killed.termination)) + ")");
-  const auto missing = sb.run({"sbx-definitely-not-installed"});
+  const auto missing = sb->run({"sbx-definitely-not-installed"});
   require(missing.exit_code == 127,
           "a missing binary gave exit " + std::to_string(missing.exit_code.value_or(-1)));
-  if (sb.capabilities().contains(Capability::Filesystem)) {
-    sb.write_file("/tmp/not-executable", "#!/bin/sh\necho hi\n");
-    const auto r = sb.run({"/tmp/not-executable"});
+  if (sb->capabilities().contains(Capability::Filesystem)) {
+    sb->write_file("/tmp/not-executable", "#!/bin/sh\necho hi\n");
+    const auto r = sb->run({"/tmp/not-executable"});
     require(r.exit_code == 126,
             "a non-executable file gave exit " + std::to_string(r.exit_code.value_or(-1)));
   }
@@ -157,14 +149,14 @@ void run_exit_codes(const Target& t) {
 
 void run_streams_apart(const Target& t) {
   auto sb = make(t);
-  const auto r = sh(sb, "echo out1; echo err1 >&2; echo out2; echo err2 >&2; echo out3");
+  const auto r = sh(*sb, "echo out1; echo err1 >&2; echo out2; echo err2 >&2; echo out3");
   require(r.stdout_bytes == "out1\nout2\nout3\n", "stdout is " + show(r.stdout_bytes));
   require(r.stderr_bytes == "err1\nerr2\n", "stderr is " + show(r.stderr_bytes));
 }
 
 void run_missing_binary_says_why(const Target& t) {
   auto sb = make(t);
-  const auto r = sb.run({"sbx-definitely-not-installed"});
+  const auto r = sb->run({"sbx-definitely-not-installed"});
   require(r.stdout_bytes.empty(), "a missing binary wrote to stdout: " + show(r.stdout_bytes));
   require(r.stderr_bytes.find("sbx-definitely-not-installed") != std::string::npos,
           "stderr does not name the missing program: " + show(r.stderr_bytes));
@@ -172,7 +164,7 @@ void run_missing_binary_says_why(const Target& t) {
 
 void run_binary_output(const Target& t) {
   auto sb = make(t);
-  const auto r = sb.run({"printf", "a\\000b\\377c"});
+  const auto r = sb->run({"printf", "a\\000b\\377c"});
   require(r.stdout_bytes == std::string("a\0b\xff"
                                         "c",
                                         5),
@@ -181,7 +173,7 @@ void run_binary_output(const Target& t) {
 
 void run_ten_megabytes(const Target& t) {
   auto sb = make(t);
-  const auto r = sb.run({"head", "-c", "10485760", "/dev/zero"});
+  const auto r = sb->run({"head", "-c", "10485760", "/dev/zero"});
   require(r.ok(), "the command failed");
   require(r.stdout_bytes.size() == 10485760,
           "got " + std::to_string(r.stdout_bytes.size()) + " bytes");
@@ -197,7 +189,7 @@ void run_env_and_workdir(const Target& t) {
   c.argv = {"sh", "-c", "echo $SBX_CONTRACT_A $SBX_CONTRACT_B; pwd"};
   c.env.set("SBX_CONTRACT_B", "from-run");
   c.workdir = "/tmp";
-  const auto r = sb.run(c);
+  const auto r = sb->run(c);
   require(r.stdout_bytes == "from-create from-run\n/tmp\n",
           "env/workdir gave " + show(r.stdout_bytes));
 }
@@ -207,7 +199,7 @@ void run_stdin(const Target& t) {
   Command c;
   c.argv = {"cat"};
   c.stdin_data = std::string("line1\n\0bin", 10);
-  const auto r = sb.run(c);
+  const auto r = sb->run(c);
   require(r.stdout_bytes == c.stdin_data, "stdin came back as " + show(r.stdout_bytes));
 }
 
@@ -215,41 +207,41 @@ void run_stdin(const Target& t) {
 
 void run_code_stateless(const Target& t) {
   auto sb = make(t);
-  const auto r = sb.run_code("x = 6\nprint(x * 7)");
+  const auto r = sb->run_code("x = 6\nprint(x * 7)");
   require(r.ok() && r.stdout_bytes == "42\n",
           "run_code printed " + show(r.stdout_bytes) + " " + show(r.stderr_bytes));
-  const auto again = sb.run_code("print(x)");
+  const auto again = sb->run_code("print(x)");
   require(!again.ok(), "a variable survived between stateless run_code calls");
-  const auto failing = sb.run_code("raise ValueError('boom')");
+  const auto failing = sb->run_code("raise ValueError('boom')");
   require(!failing.ok() && failing.stderr_bytes.find("ValueError") != std::string::npos,
           "an exception in code did not fail with a traceback: " + show(failing.stderr_bytes));
 }
 
 void run_code_stateful_contexts(const Target& t) {
   auto sb = make(t);
-  if (!sb.capabilities().contains(Capability::StatefulCode)) {
+  if (!sb->capabilities().contains(Capability::StatefulCode)) {
     expect_code(
-        errc::CapabilityNotSupported, [&] { (void)sb.create_context(); },
+        errc::CapabilityNotSupported, [&] { (void)sb->create_context(); },
         "create_context() undeclared");
     return;
   }
-  const auto ctx = sb.create_context();
+  const auto ctx = sb->create_context();
   CodeRequest a;
   a.code = "counter = 41";
   a.context = ctx.id;
-  require(sb.run_code(a).ok(), "assignment in a context failed");
+  require(sb->run_code(a).ok(), "assignment in a context failed");
   CodeRequest b;
   b.code = "print(counter + 1)";
   b.context = ctx.id;
-  const auto r = sb.run_code(b);
+  const auto r = sb->run_code(b);
   require(r.stdout_bytes == "42\n",
           "the variable did not survive in its context: " + show(r.stdout_bytes));
 }
 
 void run_code_rich_output(const Target& t) {
   auto sb = make(t);
-  const auto r = sb.run_code("6 * 7");
-  if (!sb.capabilities().contains(Capability::RichOutput)) {
+  const auto r = sb->run_code("6 * 7");
+  if (!sb->capabilities().contains(Capability::RichOutput)) {
     require(r.results.empty(),
             "results were synthesised by a backend that does not declare rich_output");
     return;
@@ -260,7 +252,7 @@ void run_code_rich_output(const Target& t) {
 
 // ---- streaming ----
 
-bool streaming(Sandbox& sb) {
+bool streaming(Box& sb) {
   if (sb.capabilities().contains(Capability::Streaming)) return true;
   expect_code(
       errc::CapabilityNotSupported, [&] { auto p = sb.stream({"true"}); }, "stream() undeclared");
@@ -269,18 +261,18 @@ bool streaming(Sandbox& sb) {
 
 void stream_order_within_streams(const Target& t) {
   auto sb = make(t);
-  if (!streaming(sb)) return;
-  auto p = sb.stream(
+  if (!streaming(*sb)) return;
+  auto p = sb->stream(
       {"sh", "-c", "echo 1; echo a >&2; sleep 0.05; echo 2; echo b >&2; sleep 0.05; echo 3"});
   std::string out, err;
   std::uint64_t next[2] = {0, 0};
-  while (auto c = p.next()) {
+  while (auto c = p->next()) {
     const int s = c->stream == StreamKind::Stdout ? 0 : 1;
     require(c->offset == next[s], "a gap or overlap in " + std::string(to_string(c->stream)));
     next[s] += c->data.size();
     (s == 0 ? out : err) += c->data;
   }
-  const auto r = p.wait();
+  const auto r = p->wait();
   require(out == "1\n2\n3\n", "stdout streamed as " + show(out));
   require(err == "a\nb\n", "stderr streamed as " + show(err));
   require(r.streamed && r.stdout_bytes.empty() && r.stderr_bytes.empty(),
@@ -290,72 +282,72 @@ void stream_order_within_streams(const Target& t) {
 
 void stream_read_to_end_cleans_up(const Target& t) {
   auto sb = make(t);
-  if (!streaming(sb)) return;
-  auto p = sb.stream({"sh", "-c", "echo x; sleep 0.1; echo y"});
-  while (auto c = p.next()) {
+  if (!streaming(*sb)) return;
+  auto p = sb->stream({"sh", "-c", "echo x; sleep 0.1; echo y"});
+  while (auto c = p->next()) {
   }
-  require(p.wait().exit_code == 0, "the stream did not end with exit 0");
-  require(!alive(sb, t, "sleep 0.1"), "the process is still running after its stream ended");
+  require(p->wait().exit_code == 0, "the stream did not end with exit 0");
+  require(!alive(*sb, t, "sleep 0.1"), "the process is still running after its stream ended");
 }
 
 void stream_drop_mid_stream_kills(const Target& t) {
   auto sb = make(t);
-  if (!streaming(sb)) return;
+  if (!streaming(*sb)) return;
   {
-    auto p = sb.stream({"sh", "-c", "echo first; sleep 3141"});
-    require(p.next().has_value(), "no first chunk");
-    require(alive(sb, t, "sleep 3141"), "the streamed process is not visible to the probe");
+    auto p = sb->stream({"sh", "-c", "echo first; sleep 3141"});
+    require(p->next().has_value(), "no first chunk");
+    require(alive(*sb, t, "sleep 3141"), "the streamed process is not visible to the probe");
   }
-  require(!alive(sb, t, "sleep 3141"),
+  require(!alive(*sb, t, "sleep 3141"),
           "dropping the stream handle left the remote process running");
-  require(sb.run({"true"}).ok(), "the sandbox does not work after a dropped stream");
+  require(sb->run({"true"}).ok(), "the sandbox does not work after a dropped stream");
 }
 
 void stream_consumer_exception_kills(const Target& t) {
   auto sb = make(t);
-  if (!streaming(sb)) return;
+  if (!streaming(*sb)) return;
   try {
-    auto p = sb.stream({"sh", "-c", "echo first; sleep 3142"});
-    while (auto c = p.next())
+    auto p = sb->stream({"sh", "-c", "echo first; sleep 3142"});
+    while (auto c = p->next())
       throw std::runtime_error("the consumer failed");
   } catch (const std::runtime_error&) {
   }
-  require(!alive(sb, t, "sleep 3142"),
+  require(!alive(*sb, t, "sleep 3142"),
           "an exception in the consumer left the remote process running");
 }
 
 void stream_cancellation_kills(const Target& t) {
   auto sb = make(t);
-  if (!streaming(sb)) return;
-  auto p = sb.stream({"sh", "-c", "echo first; sleep 3143"});
-  require(p.next().has_value(), "no first chunk");
-  p.kill();
-  require(p.wait().termination == Termination::Cancelled,
+  if (!streaming(*sb)) return;
+  auto p = sb->stream({"sh", "-c", "echo first; sleep 3143"});
+  require(p->next().has_value(), "no first chunk");
+  p->kill();
+  require(p->wait().termination == Termination::Cancelled,
           "a cancelled stream did not end as cancelled");
-  require(!alive(sb, t, "sleep 3143"), "cancelling left the remote process running");
+  require(!alive(*sb, t, "sleep 3143"), "cancelling left the remote process running");
 }
 
 // ---- timeouts ----
 
 void timeout_kills_process_tree(const Target& t) {
   auto sb = make(t);
-  const bool files = sb.capabilities().contains(Capability::Filesystem);
-  if (files) sb.write_file("/tmp/keep.txt", "kept");
+  const bool files = sb->capabilities().contains(Capability::Filesystem);
+  if (files) sb->write_file("/tmp/keep.txt", "kept");
   Command c;
   c.argv = {"sh", "-c",
             "sleep 3151 & setsid sleep 3152 >/dev/null 2>&1 & echo started; sleep 3153"};
   c.timeout = 500ms;
-  const auto r = sb.run(c);
+  const auto r = sb->run(c);
   require(r.termination == Termination::Timeout,
           "ended as " + std::string(to_string(r.termination)));
   require(r.stdout_bytes == "started\n",
           "output before the timeout was lost: " + show(r.stdout_bytes));
   for (const char* marker : {"sleep 3151", "sleep 3152", "sleep 3153"}) {
-    require(!alive(sb, t, marker), std::string("'") + marker + "' survived the timeout");
+    require(!alive(*sb, t, marker), std::string("'") + marker + "' survived the timeout");
   }
   if (files)
-    require(sb.read_file("/tmp/keep.txt") == "kept", "the sandbox's files did not survive");
-  require(sb.run({"true"}).ok(), "the next run failed");
+    require(sb->read_file("/tmp/keep.txt") == "kept", "the sandbox's files did not survive");
+  require(sb->run({"true"}).ok(), "the next run failed");
 }
 
 void timeout_create(const Target& t) {
@@ -372,9 +364,9 @@ void capability_allow_list(const Target& t) {
   CreateOptions o;
   o.network = NetworkPolicy::allowing({"pypi.org"});
   auto probe = make(t);
-  if (probe.capabilities().contains(Capability::NetworkAllowList)) {
+  if (probe->capabilities().contains(Capability::NetworkAllowList)) {
     auto sb = make(t, o);
-    require(sb.info().network == o.network, "the allow list in effect differs from the one asked");
+    require(sb->info().network == o.network, "the allow list in effect differs from the one asked");
   } else {
     expect_code(
         errc::PolicyUnenforceable, [&] { (void)make(t, o); },
@@ -387,16 +379,16 @@ void capability_resources(const Target& t) {
   CreateOptions o;
   o.resources.memory_bytes = 256ULL << 20;
   o.resources.pids = 128;
-  if (probe.capabilities().contains(Capability::ResourceCaps)) {
+  if (probe->capabilities().contains(Capability::ResourceCaps)) {
     auto sb = make(t, o);
-    require(sb.run({"true"}).ok(), "a sandbox with resource caps does not run commands");
+    require(sb->run({"true"}).ok(), "a sandbox with resource caps does not run commands");
   } else {
     expect_code(
         errc::ResourceLimitUnsupported, [&] { (void)make(t, o); }, "resource caps undeclared");
   }
   CreateOptions disk;
   disk.resources.disk_bytes = 1ULL << 30;
-  if (!probe.capabilities().contains(Capability::DiskLimit)) {
+  if (!probe->capabilities().contains(Capability::DiskLimit)) {
     expect_code(
         errc::ResourceLimitUnsupported, [&] { (void)make(t, disk); }, "a disk limit undeclared");
   }
@@ -404,12 +396,13 @@ void capability_resources(const Target& t) {
 
 void capability_files_undeclared(const Target& t) {
   auto sb = make(t);
-  if (sb.capabilities().contains(Capability::Filesystem))
+  if (sb->capabilities().contains(Capability::Filesystem))
     return;  // files.* cover the declared side
   expect_code(
-      errc::CapabilityNotSupported, [&] { sb.write_file("/tmp/x", "y"); }, "write_file undeclared");
+      errc::CapabilityNotSupported, [&] { sb->write_file("/tmp/x", "y"); },
+      "write_file undeclared");
   expect_code(
-      errc::CapabilityNotSupported, [&] { (void)sb.read_file("/tmp/x"); }, "read_file undeclared");
+      errc::CapabilityNotSupported, [&] { (void)sb->read_file("/tmp/x"); }, "read_file undeclared");
 }
 
 // ---- network ----
@@ -417,72 +410,72 @@ void capability_files_undeclared(const Target& t) {
 void network_deny_by_default(const Target& t) {
   require(!t.egress_probe.empty(), "the target supplies no egress_probe");
   auto sb = make(t);
-  const auto r = sb.run(t.egress_probe);
+  const auto r = sb->run(t.egress_probe);
   require(!r.ok(), "the egress probe reached the network under the default deny-all policy");
 }
 
 // ---- files ----
 
-bool files(Sandbox& sb) {
+bool files(Box& sb) {
   return sb.capabilities().contains(Capability::Filesystem);
 }
 
 void files_binary_round_trip(const Target& t) {
   auto sb = make(t);
-  if (!files(sb)) return;
+  if (!files(*sb)) return;
   std::string all(256, '\0');
   for (int i = 0; i < 256; ++i)
     all[static_cast<std::size_t>(i)] = static_cast<char>(i);
-  sb.write_file("/tmp/bytes.bin", all);
-  require(sb.read_file("/tmp/bytes.bin") == all, "256 byte values did not survive a round trip");
-  sb.write_file("/tmp/empty", "");
-  require(sb.read_file("/tmp/empty").empty(), "an empty file came back non-empty");
+  sb->write_file("/tmp/bytes.bin", all);
+  require(sb->read_file("/tmp/bytes.bin") == all, "256 byte values did not survive a round trip");
+  sb->write_file("/tmp/empty", "");
+  require(sb->read_file("/tmp/empty").empty(), "an empty file came back non-empty");
 }
 
 void files_multi_megabyte(const Target& t) {
   auto sb = make(t);
-  if (!files(sb)) return;
+  if (!files(*sb)) return;
   std::string big(5 * 1024 * 1024 + 7, '\0');
   std::uint32_t x = 2463534242u;
   for (char& c : big) {
     x ^= x << 13, x ^= x >> 17, x ^= x << 5;
     c = static_cast<char>(x);
   }
-  sb.write_file("/tmp/big.bin", big);
-  require(sb.read_file("/tmp/big.bin") == big, "a 5 MiB file changed on the way");
+  sb->write_file("/tmp/big.bin", big);
+  require(sb->read_file("/tmp/big.bin") == big, "a 5 MiB file changed on the way");
 }
 
 void files_nested_list_remove(const Target& t) {
   auto sb = make(t);
-  if (!files(sb)) return;
-  sb.write_file("/tmp/tree/a/b/c.txt", "deep");
-  sb.write_file("/tmp/tree/top.txt", "top");
-  auto listed = sb.list_files("/tmp/tree");
+  if (!files(*sb)) return;
+  sb->write_file("/tmp/tree/a/b/c.txt", "deep");
+  sb->write_file("/tmp/tree/top.txt", "top");
+  auto listed = sb->list_files("/tmp/tree");
   std::sort(listed.begin(), listed.end(),
             [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
   require(listed.size() == 2 && listed[0].name == "a" && listed[0].type == FileType::Directory &&
               listed[1].name == "top.txt" && listed[1].size == 3,
           "list_files does not show the tree as written");
-  require(sb.read_file("/tmp/tree/a/b/c.txt") == "deep", "a nested file changed");
-  sb.remove_file("/tmp/tree");
+  require(sb->read_file("/tmp/tree/a/b/c.txt") == "deep", "a nested file changed");
+  sb->remove_file("/tmp/tree");
   expect_code(
-      errc::FileNotFound, [&] { (void)sb.list_files("/tmp/tree"); }, "list after remove");
+      errc::FileNotFound, [&] { (void)sb->list_files("/tmp/tree"); }, "list after remove");
 }
 
 void files_missing_path_codes(const Target& t) {
   auto sb = make(t);
-  if (!files(sb)) return;
+  if (!files(*sb)) return;
   expect_code(
-      errc::FileNotFound, [&] { (void)sb.read_file("/tmp/sbx-missing-file"); },
+      errc::FileNotFound, [&] { (void)sb->read_file("/tmp/sbx-missing-file"); },
       "read of a missing file");
   expect_code(
-      errc::FileNotFound, [&] { sb.remove_file("/tmp/sbx-missing-file"); },
+      errc::FileNotFound, [&] { sb->remove_file("/tmp/sbx-missing-file"); },
       "remove of a missing file");
   expect_code(
-      errc::InvalidPath, [&] { sb.write_file("relative.txt", "x"); }, "a relative path");
-  sb.write_file("/tmp/dir-marker/f", "x");
+      errc::InvalidPath, [&] { sb->write_file("relative.txt", "x"); }, "a relative path");
+  sb->write_file("/tmp/dir-marker/f", "x");
   expect_code(
-      errc::IsADirectory, [&] { (void)sb.read_file("/tmp/dir-marker"); }, "reading a directory");
+      errc::IsADirectory, [&] { (void)sb->read_file("/tmp/dir-marker"); }, "reading a directory");
 }
 
 // ---- audit ----
@@ -495,10 +488,10 @@ void audit_one_record_per_operation(const Target& t) {
   o.env.set_secret("SBX_CONTRACT_SECRET", "s3cr3t-value-42");
   {
     auto sb = make(t, o);
-    (void)sb.run({"echo", "s3cr3t-value-42"});
-    (void)sb.run({"sh", "-c", "exit 5"});
+    (void)sb->run({"echo", "s3cr3t-value-42"});
+    (void)sb->run({"sh", "-c", "exit 5"});
     try {
-      (void)sb.run_code("print('Authorization: Bearer tok-123456')");
+      (void)sb->run_code("print('Authorization: Bearer tok-123456')");
     } catch (const Error&) {
     }
   }
@@ -521,9 +514,9 @@ void audit_error_code_filled(const Target& t) {
   CreateOptions o;
   o.audit.sink = sink;
   auto sb = make(t, o);
-  sb.kill();
+  sb->kill();
   try {
-    (void)sb.run({"true"});
+    (void)sb->run({"true"});
   } catch (const Error&) {
   }
   const auto records = sink->drain();
@@ -536,7 +529,7 @@ void audit_error_code_filled(const Target& t) {
 
 void isolation_require_refuses_weaker(const Target& t) {
   auto probe = make(t);
-  const IsolationTier tier = probe.tier();
+  const IsolationTier tier = probe->tier();
   if (tier.value() == IsolationTier::Microvm) return;  // nothing stronger to ask for
   CreateOptions o;
   o.require_isolation = tier.value() == IsolationTier::Unknown     ? IsolationTier::Container
@@ -553,8 +546,8 @@ void isolation_require_refuses_weaker(const Target& t) {
 
 void isolation_unknown_tier_warns(const Target& t) {
   auto sb = make(t);
-  const bool unknown = sb.tier().value() == IsolationTier::Unknown;
-  const std::vector<Problem> warnings = sb.warnings();
+  const bool unknown = sb->tier().value() == IsolationTier::Unknown;
+  const std::vector<Problem> warnings = sb->warnings();
   const bool warned = std::any_of(warnings.begin(), warnings.end(), [](const Problem& p) {
     return p.code == errc::IsolationNotSatisfied;
   });

@@ -1,6 +1,6 @@
 // fake:// through the whole contract suite: three configurations (everything the fake can
-// declare; almost nothing declared; the UNKNOWN tier), each over the POSIX link (real time)
-// and the simulated link (virtual time).
+// declare; almost nothing declared; the UNKNOWN tier), each through the blocking transport
+// (real time), the simulated link (virtual time) and the Asio transport.
 #include "sandboxio/contract_gtest.hpp"
 #include "sandboxio/fake.hpp"
 #include "sandboxio/sim.hpp"
@@ -9,21 +9,36 @@ namespace {
 
 using sandboxio::contract::Target;
 
-Target fake_target(const std::string& name, const std::string& query, bool simulated) {
+enum class Via { Blocking, Sim, Asio };
+
+Target fake_target(const std::string& query, Via via) {
   static std::vector<std::shared_ptr<sandboxio::fake::World>> worlds;  // alive for the whole run
   worlds.push_back(sandboxio::fake::World::create());
-  const std::string dsn = worlds.back()->dsn() + query;
+  auto world = worlds.back();
+  const std::string dsn = world->dsn() + query;
+  const std::string sep = query.empty() ? "?" : "&";
   Target t;
-  t.name = name;
+  t.name = dsn;
   t.dsn = dsn;
-  if (simulated) {
-    t.make_link = [] { return sandboxio::sim::make_link({.seed = 42}); };
+  switch (via) {
+    case Via::Blocking:
+      t.transport = sandboxio::contract::blocking_transport();
+      break;
+    case Via::Sim:
+      t.transport = sandboxio::contract::blocking_transport(
+          [] { return sandboxio::sim::make_link({.seed = 42}); });
+      break;
+    case Via::Asio:
+      t.transport = sandboxio::contract::asio_transport();
+      break;
   }
   t.alive_probe = [](const std::string& marker) {
     return std::vector<std::string>{"pgrep", "-f", marker};
   };
   t.egress_probe = {"curl", "-sS", "--max-time", "5", "https://example.com/"};
-  t.slow_create_dsn = dsn + (query.empty() ? "?" : "&") + "create_delay=10s";
+  t.slow_create_dsn = dsn + sep + "create_delay=2s";
+  t.slow_teardown_dsn = dsn + sep + "create_delay=2s&teardown_delay=60s";
+  t.live_sandboxes = [world] { return world->live_sandboxes(); };
   return t;
 }
 
@@ -32,12 +47,14 @@ const std::string kEverything =
     "rich_output,resource_caps,reattach,stdin";
 const std::string kAlmostNothing = "?tier=container&caps=network_policy";
 
-SANDBOXIO_CONTRACT_TESTS(FakeEverythingPosix, fake_target("everything", kEverything, false));
-SANDBOXIO_CONTRACT_TESTS(FakeEverythingSim, fake_target("everything", kEverything, true));
-SANDBOXIO_CONTRACT_TESTS(FakeAlmostNothingPosix,
-                         fake_target("almost-nothing", kAlmostNothing, false));
-SANDBOXIO_CONTRACT_TESTS(FakeAlmostNothingSim, fake_target("almost-nothing", kAlmostNothing, true));
-SANDBOXIO_CONTRACT_TESTS(FakeUnknownTierPosix, fake_target("unknown-tier", "", false));
-SANDBOXIO_CONTRACT_TESTS(FakeUnknownTierSim, fake_target("unknown-tier", "", true));
+SANDBOXIO_CONTRACT_TESTS(FakeEverythingBlocking, fake_target(kEverything, Via::Blocking));
+SANDBOXIO_CONTRACT_TESTS(FakeEverythingSim, fake_target(kEverything, Via::Sim));
+SANDBOXIO_CONTRACT_TESTS(FakeEverythingAsio, fake_target(kEverything, Via::Asio));
+SANDBOXIO_CONTRACT_TESTS(FakeAlmostNothingBlocking, fake_target(kAlmostNothing, Via::Blocking));
+SANDBOXIO_CONTRACT_TESTS(FakeAlmostNothingSim, fake_target(kAlmostNothing, Via::Sim));
+SANDBOXIO_CONTRACT_TESTS(FakeAlmostNothingAsio, fake_target(kAlmostNothing, Via::Asio));
+SANDBOXIO_CONTRACT_TESTS(FakeUnknownTierBlocking, fake_target("", Via::Blocking));
+SANDBOXIO_CONTRACT_TESTS(FakeUnknownTierSim, fake_target("", Via::Sim));
+SANDBOXIO_CONTRACT_TESTS(FakeUnknownTierAsio, fake_target("", Via::Asio));
 
 }  // namespace

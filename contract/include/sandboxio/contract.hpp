@@ -1,12 +1,12 @@
 // The backend contract suite: the behaviour every backend must show, written once and run
-// against any backend, including a third party's. Each case is a plain function over a
-// Target; capability-dependent cases check both directions (a declared capability works, an
-// undeclared one is refused with SBX_E1401).
+// against any backend and transport, including a third party's. Each case is a plain function
+// over a Target; capability-dependent cases check both directions (a declared capability
+// works, an undeclared one is refused with SBX_E1401).
 //
 //   sandboxio::contract::Target t{.name = "fake", .dsn = "fake://",
-//                                 .alive_probe = [](auto& m) { return
-//                                 std::vector<std::string>{"pgrep", "-f", m}; }, .egress_probe =
-//                                 {"curl", "-sS", "https://example.com"}};
+//                                 .transport = sandboxio::contract::blocking_transport(),
+//                                 .alive_probe = [](auto& m) { return std::vector<std::string>{"pgrep", "-f", m}; },
+//                                 .egress_probe = {"curl", "-sS", "https://example.com"}};
 //   for (const auto& failure : sandboxio::contract::run_all(t)) std::cerr << failure.row << "\n";
 //
 // With GoogleTest, SANDBOXIO_CONTRACT_TESTS(Name, target) (sandboxio/contract_gtest.hpp)
@@ -20,25 +20,96 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "sandboxio/link.hpp"
 
 namespace sandboxio::contract {
 
+/// A running stream, whatever the transport.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual std::optional<OutputChunk> next() = 0;
+  virtual ExecResult wait() = 0;
+  virtual void kill() = 0;
+};
+
+/// A sandbox, whatever the transport. Errors are thrown as sandboxio::Error.
+class Box {
+ public:
+  virtual ~Box() = default;
+  [[nodiscard]] virtual const std::string& id() const = 0;
+  [[nodiscard]] virtual CapabilitySet capabilities() const = 0;
+  [[nodiscard]] virtual IsolationTier tier() const = 0;
+  [[nodiscard]] virtual std::vector<Problem> warnings() const = 0;
+  virtual SandboxInfo info() = 0;
+  virtual ExecResult run(Command command) = 0;
+  ExecResult run(std::vector<std::string> argv) {
+    Command c;
+    c.argv = std::move(argv);
+    return run(std::move(c));
+  }
+  virtual std::unique_ptr<Stream> stream(Command command) = 0;
+  std::unique_ptr<Stream> stream(std::vector<std::string> argv) {
+    Command c;
+    c.argv = std::move(argv);
+    return stream(std::move(c));
+  }
+  virtual ExecResult run_code(CodeRequest request) = 0;
+  ExecResult run_code(std::string code) {
+    CodeRequest r;
+    r.code = std::move(code);
+    return run_code(std::move(r));
+  }
+  virtual CodeContext create_context() = 0;
+  virtual void write_file(std::string path, Bytes data) = 0;
+  virtual Bytes read_file(std::string path) = 0;
+  virtual std::vector<FileInfo> list_files(std::string path) = 0;
+  virtual void remove_file(std::string path) = 0;
+  virtual void kill() = 0;
+  /// Starts `command`, calls `running()` from the caller's thread until it returns true, then
+  /// cancels the command and returns how it completed (operation_aborted is right).
+  /// Transports without per-operation cancellation return nullopt.
+  virtual std::optional<std::error_code> run_and_cancel(Command command, const std::function<bool()>& running) = 0;
+};
+
+/// How boxes are made: the blocking transport, the simulated one, Asio, or a third party's.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  virtual std::unique_ptr<Box> create(const std::string& dsn, CreateOptions options) = 0;
+  virtual std::unique_ptr<Box> connect(const std::string& dsn, std::string id, CreateOptions options) = 0;
+  /// Starts create() and cancels it after `after`; returns how it completed (operation_aborted
+  /// is right), or nullopt when the transport has no per-operation cancellation.
+  virtual std::optional<std::error_code> create_and_cancel(const std::string& dsn, CreateOptions options,
+                                                           std::chrono::milliseconds after) = 0;
+};
+
+/// The sync API over a Link made by `make_link` (null: the POSIX link).
+[[nodiscard]] std::shared_ptr<Transport> blocking_transport(std::function<std::unique_ptr<Link>()> make_link = {});
+/// The async API over the Asio transport, with an io_context on its own thread.
+[[nodiscard]] std::shared_ptr<Transport> asio_transport();
+
 struct Target {
   std::string name;
   std::string dsn;
-  /// The link to drive the sandbox over; null means the POSIX link.
-  std::function<std::unique_ptr<Link>()> make_link{};
+  std::shared_ptr<Transport> transport = blocking_transport();
   /// A command that exits 0 when a process whose command line contains `marker` is running.
   std::function<std::vector<std::string>(const std::string& marker)> alive_probe{};
   /// A command that exits 0 only if it reached the network.
   std::vector<std::string> egress_probe{};
-  /// A DSN whose create() takes more than a second (for the create-timeout case). Empty means
-  /// the case relies on a 1 ms create timeout, which only a backend that can never create
-  /// that fast may do (fake:// can: give it "?create_delay=10s").
+  /// A DSN whose create() takes more than a second (for the create timeout and cancellation
+  /// cases). Empty means those cases rely on a 1 ms create timeout, which only a backend that
+  /// can never create that fast may do (fake:// can: give it "?create_delay=10s").
   std::string slow_create_dsn{};
+  /// A DSN whose teardown outlasts SBX_TEARDOWN_GRACE (for the grace-expiry case); empty skips
+  /// that case's orphan check.
+  std::string slow_teardown_dsn{};
+  /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
+  std::function<std::vector<std::string>()> live_sandboxes{};
 };
 
 /// Thrown by a case whose expectation does not hold.

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "sandboxio/async.hpp"
 #include "sandboxio/config.hpp"
@@ -77,6 +78,21 @@ class Session : public std::enable_shared_from_this<Session> {
     waiter->started({}, op);
   }
 
+  void wait_for(OpId op, std::unique_ptr<Waiter> waiter) {
+    auto it = inbox_.find(op);
+    if (it == inbox_.end()) {
+      // Already ended and forgotten: either the caller cancelled it, or it was read to the end.
+      waiter->done(cancelled_.count(op) != 0 ? make_error_code(asio::error::operation_aborted)
+                                             : make_error_code(errc::ProcessClosed),
+                   std::monostate{});
+      return;
+    }
+    it->second.waiter = std::move(waiter);
+    discard_chunks(op, it->second);
+    settle(op);
+    pump();
+  }
+
   void next_chunk(OpId op, std::unique_ptr<ChunkWaiter> waiter) {
     auto it = inbox_.find(op);
     if (it == inbox_.end()) {
@@ -91,6 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void cancel(OpId op) {
     auto it = inbox_.find(op);
     if (it == inbox_.end() || it->second.finished()) return;
+    cancelled_.insert(op);
     machine_->submit_cancel(op, now());
     pump();
   }
@@ -169,7 +186,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Drains the machine. Settling (completing handlers) waits until the whole batch is routed,
+  // so that an operation's record reaches the audit sink before its caller sees the result.
   void pump() {
+    std::set<OpId> touched;
     while (true) {
       bool progressed = false;
       while (auto req = machine_->poll_request()) {
@@ -178,14 +198,16 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       while (auto ev = machine_->poll_event()) {
         progressed = true;
-        route(std::move(*ev));
+        route(std::move(*ev), touched);
       }
       if (!progressed) break;
     }
+    for (OpId op : touched)
+      settle(op);
     arm_timer();
   }
 
-  void route(Event ev) {
+  void route(Event ev, std::set<OpId>& touched) {
     std::visit(
         [&](auto&& e) {
           using E = std::decay_t<decltype(e)>;
@@ -196,6 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
             if (audit_) (void)audit_->deliver(e.record);
           } else if constexpr (std::is_same_v<E, event::Warning>) {
             std::fprintf(stderr, "sandboxio: warning: %s\n", e.problem.describe().c_str());
+            warnings_.push_back(std::move(e.problem));
           } else {
             auto it = inbox_.find(e.op);
             if (it == inbox_.end()) return;  // an operation nobody waits for any more
@@ -209,19 +232,16 @@ class Session : public std::enable_shared_from_this<Session> {
             } else if constexpr (std::is_same_v<E, event::Cancelled>) {
               box.cancelled = true;
             }
-            const bool orphan =
-                !box.waiter && !box.chunk_waiter && box.finished() && !released_pending(e.op);
-            if (orphan && (box.cancelled || box.failed)) {
-              inbox_.erase(it);  // a dropped stream: nobody will read its end
+            // A stream the caller dropped or killed: nobody will read its end.
+            if (box.finished() && !box.waiter && !box.chunk_waiter && cancelled_.count(e.op) != 0) {
+              inbox_.erase(it);
               return;
             }
-            settle(e.op);
+            touched.insert(e.op);
           }
         },
         std::move(ev));
   }
-
-  bool released_pending(OpId) const { return false; }
 
   void arm_timer() {
     const auto deadline = machine_->poll_deadline();
@@ -387,6 +407,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool armed_ = false;
   Instant armed_at_{0};
   bool released_ = false;
+  std::set<OpId> cancelled_;
+
+ public:
+  std::vector<Problem> warnings_;
 };
 
 void start(const std::shared_ptr<Session>& session, Submit submit, std::unique_ptr<Waiter> waiter,
@@ -414,6 +438,18 @@ void next_chunk(const std::shared_ptr<Session>& session, OpId op,
   }
   asio::dispatch(session->strand(), [session, op, w = std::move(waiter)]() mutable {
     session->next_chunk(op, std::move(w));
+  });
+}
+
+void wait_for(const std::shared_ptr<Session>& session, OpId op, std::unique_ptr<Waiter> waiter,
+              asio::cancellation_slot slot) {
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<Session>(session), op](asio::cancellation_type) {
+      if (auto s = weak.lock()) asio::dispatch(s->strand(), [s, op] { s->cancel(op); });
+    });
+  }
+  asio::dispatch(session->strand(), [session, op, w = std::move(waiter)]() mutable {
+    session->wait_for(op, std::move(w));
   });
 }
 
@@ -463,6 +499,9 @@ CapabilitySet capabilities_of(const std::shared_ptr<Session>& session) {
 }
 IsolationTier tier_of(const std::shared_ptr<Session>& session) {
   return session->machine().tier();
+}
+std::vector<Problem> warnings_of(const std::shared_ptr<Session>& session) {
+  return session->warnings_;
 }
 
 void release(const std::shared_ptr<Session>& session, bool kill) {

@@ -64,6 +64,9 @@ void start_stream(const std::shared_ptr<Session>& session, Submit submit,
 void next_chunk(const std::shared_ptr<Session>& session, OpId op,
                 std::unique_ptr<ChunkWaiter> waiter, asio::cancellation_slot slot);
 void cancel(const std::shared_ptr<Session>& session, OpId op);
+/// Waits for an operation already started (a stream's end).
+void wait_for(const std::shared_ptr<Session>& session, OpId op, std::unique_ptr<Waiter> waiter,
+              asio::cancellation_slot slot);
 void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool connect,
           std::string id, std::unique_ptr<Waiter> waiter, asio::cancellation_slot slot,
           std::function<void(std::shared_ptr<Session>)> keep);
@@ -71,6 +74,8 @@ asio::any_io_executor executor_of(const std::shared_ptr<Session>& session);
 std::string_view scheme_of(const std::shared_ptr<Session>& session);
 CapabilitySet capabilities_of(const std::shared_ptr<Session>& session);
 IsolationTier tier_of(const std::shared_ptr<Session>& session);
+/// The warnings the session collected so far; call on the session's strand only.
+std::vector<Problem> warnings_of(const std::shared_ptr<Session>& session);
 void release(const std::shared_ptr<Session>& session, bool kill);
 
 // Completes `handler` with (ec, T) on its associated executor, after the initiating function.
@@ -180,9 +185,14 @@ class Process {
   template <class Token>
   auto async_wait(Token&& token) {
     done_ = true;
-    const OpId op = op_;
-    return detail::initiate<ExecResult>(
-        session_, [op](Machine&, Instant) { return op; }, std::forward<Token>(token));
+    return asio::async_initiate<Token, void(std::error_code, ExecResult)>(
+        [this](auto handler) {
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto waiter = std::make_unique<detail::HandlerWaiter<ExecResult, decltype(handler)>>(
+              std::move(handler), detail::executor_of(session_));
+          detail::wait_for(session_, op_, std::move(waiter), slot);
+        },
+        token);
   }
   /// Kills the remote process now; a pending async_wait completes with operation_aborted.
   void kill() {
@@ -211,6 +221,7 @@ class Sandbox {
       if (session_) detail::release(session_, owner_);
       session_ = std::move(other.session_);
       info_ = std::move(other.info_);
+      warnings_ = std::move(other.warnings_);
       owner_ = other.owner_;
     }
     return *this;
@@ -239,6 +250,8 @@ class Sandbox {
   [[nodiscard]] std::string_view backend() const { return detail::scheme_of(session_); }
   [[nodiscard]] CapabilitySet capabilities() const { return detail::capabilities_of(session_); }
   [[nodiscard]] IsolationTier tier() const { return detail::tier_of(session_); }
+  /// Warnings the backend reported while creating the sandbox (for example the UNKNOWN tier).
+  [[nodiscard]] const std::vector<Problem>& warnings() const noexcept { return warnings_; }
   /// Keeps the sandbox alive after this handle is destroyed (until its lifetime ends).
   void detach() noexcept { owner_ = false; }
 
@@ -391,6 +404,7 @@ class Sandbox {
         if (auto* info = std::get_if<SandboxInfo>(&value)) {
           sb.session_ = *holder_;
           sb.info_ = std::move(*info);
+          sb.warnings_ = detail::warnings_of(sb.session_);  // done() runs on the session's strand
           sb.owner_ = owner_;
         } else {
           ec = make_error_code(errc::ProtocolError);
@@ -411,6 +425,7 @@ class Sandbox {
 
   std::shared_ptr<detail::Session> session_;
   SandboxInfo info_;
+  std::vector<Problem> warnings_;
   bool owner_ = true;
 };
 
