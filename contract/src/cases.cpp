@@ -1,5 +1,6 @@
 // The contract cases. Each states one behaviour users rely on; names are "family.behaviour".
 #include <algorithm>
+#include <asio/error.hpp>
 
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sinks.hpp"
@@ -9,6 +10,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using BoxPtr = std::unique_ptr<Box>;
+
+// True for asio::error::operation_aborted (ECANCELED) and std::errc::operation_canceled.
+bool is_cancellation(std::error_code ec) {
+  // asio::error::operation_aborted lives in Asio's own category, which maps to no std::errc.
+  return ec == asio::error::operation_aborted || ec == std::errc::operation_canceled;
+}
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw CaseFailure(what);
@@ -327,6 +334,51 @@ void stream_cancellation_kills(const Target& t) {
   require(!alive(*sb, t, "sleep 3143"), "cancelling left the remote process running");
 }
 
+// ---- cancellation (transports with per-operation cancellation; the sync API has none) ----
+
+std::vector<std::string> live(const Target& t) {
+  return t.live_sandboxes ? t.live_sandboxes() : std::vector<std::string>{};
+}
+
+void cancel_during_create(const Target& t) {
+  const auto before = live(t);
+  const auto ec = t.transport->create_and_cancel(
+      t.slow_create_dsn.empty() ? t.dsn : t.slow_create_dsn, {}, 1500ms);
+  if (!ec) return;  // this transport cannot cancel an operation in flight
+  require(is_cancellation(*ec), "a cancelled create completed with \"" + ec->message() + "\"");
+  require(live(t) == before, "a cancelled create left a sandbox behind");
+}
+
+void cancel_during_run(const Target& t) {
+  auto sb = make(t);
+  Command c;
+  c.argv = {"sh", "-c", "sleep 3161"};
+  const auto ec = sb->run_and_cancel(c, [&] { return alive(*sb, t, "sleep 3161"); });
+  if (!ec) return;
+  require(is_cancellation(*ec), "a cancelled run completed with \"" + ec->message() + "\"");
+  require(!alive(*sb, t, "sleep 3161"), "cancelling a run left the remote process running");
+  require(sb->run({"true"}).ok(), "the sandbox does not work after a cancelled run");
+}
+
+void cancel_teardown_grace_expiry(const Target& t) {
+  auto sink = std::make_shared<QueueSink>();
+  CreateOptions o;
+  o.audit.sink = sink;
+  o.teardown_grace = 200ms;
+  const auto ec = t.transport->create_and_cancel(
+      t.slow_teardown_dsn.empty() ? t.dsn : t.slow_teardown_dsn, o, 1500ms);
+  if (!ec) return;
+  require(is_cancellation(*ec),
+          "cancellation surfaced as \"" + ec->message() + "\" instead of cancellation");
+  if (t.slow_teardown_dsn.empty()) return;
+  const auto records = sink->drain();
+  const bool marked = std::any_of(records.begin(), records.end(), [](const OperationRecord& r) {
+    return r.operation == Operation::Create && r.outcome == Outcome::Cancelled && r.possible_orphan;
+  });
+  require(marked,
+          "the record of a teardown that outlived its grace does not mark a possible orphan");
+}
+
 // ---- timeouts ----
 
 void timeout_kills_process_tree(const Target& t) {
@@ -575,6 +627,9 @@ constexpr Case kCases[] = {
     {"stream.drop_mid_stream_kills", stream_drop_mid_stream_kills},
     {"stream.consumer_exception_kills", stream_consumer_exception_kills},
     {"stream.cancellation_kills", stream_cancellation_kills},
+    {"cancel.during_create", cancel_during_create},
+    {"cancel.during_run", cancel_during_run},
+    {"cancel.teardown_grace_expiry", cancel_teardown_grace_expiry},
     {"timeout.kills_process_tree", timeout_kills_process_tree},
     {"timeout.create", timeout_create},
     {"capability.allow_list", capability_allow_list},

@@ -18,7 +18,10 @@ constexpr std::size_t kChunk = 64 * 1024;
 const OptionSpec kOptions[] = {
     {"tier", OptionType::String, "isolation tier to declare: unknown, container, gvisor, microvm"},
     {"caps", OptionType::String, "comma-separated capabilities to declare"},
-    {"create_delay", OptionType::Duration, "virtual time that create() takes"},
+    {"create_delay", OptionType::Duration,
+     "virtual time that create() takes (the sandbox exists halfway)"},
+    {"teardown_delay", OptionType::Duration,
+     "virtual time that tearing down a half-made sandbox takes"},
 };
 
 std::string join(const std::vector<std::string>& argv) {
@@ -40,8 +43,12 @@ std::string join(const std::vector<std::string>& argv) {
 
 class FakeMachine final : public Machine {
  public:
-  FakeMachine(std::shared_ptr<World> world, Profile profile, nanoseconds create_delay)
-      : world_(std::move(world)), profile_(profile), create_delay_(create_delay) {}
+  FakeMachine(std::shared_ptr<World> world, Profile profile, nanoseconds create_delay,
+              nanoseconds teardown_delay)
+      : world_(std::move(world)),
+        profile_(profile),
+        create_delay_(create_delay),
+        teardown_delay_(teardown_delay) {}
 
   std::string_view scheme() const noexcept override { return "fake"; }
   CapabilitySet capabilities() const noexcept override { return profile_.capabilities; }
@@ -285,8 +292,15 @@ class FakeMachine final : public Machine {
     Op& op = it->second;
     if (op.kind == Op::Kind::Exec) stop_exec(id, true);
     if (op.kind == Op::Kind::Create && sandbox_) {
-      // The sandbox was already made: tear it down (teardown after cancellation still runs).
-      end_sandbox(now, Termination::Cancelled);
+      // The sandbox already exists: teardown still runs after a cancellation, bounded by the
+      // grace; past it the sandbox may be orphaned (its lifetime is the backstop).
+      const nanoseconds grace = std::chrono::duration_cast<nanoseconds>(
+          options_->teardown_grace.value_or(std::chrono::milliseconds(5000)));
+      op.kind = Op::Kind::Teardown;
+      op.orphan = teardown_delay_ > grace;
+      op.ends_at = now + (op.orphan ? grace : teardown_delay_);
+      advance(now);
+      return;
     }
     op.finished = true;
     push(event::Cancelled{id, false});
@@ -312,6 +326,11 @@ class FakeMachine final : public Machine {
       if (op.finished) continue;
       if (op.kind == Op::Kind::Create) {
         consider(std::min(op.ends_at, op.timeout_at));
+        if (!sandbox_) consider(exists_at(op));
+        continue;
+      }
+      if (op.kind == Op::Kind::Teardown) {
+        consider(op.ends_at);
         continue;
       }
       if (op.kind != Op::Kind::Exec) continue;
@@ -329,7 +348,8 @@ class FakeMachine final : public Machine {
 
  private:
   struct Op {
-    enum class Kind { Instant, Create, Exec } kind = Kind::Instant;
+    enum class Kind { Instant, Create, Teardown, Exec } kind = Kind::Instant;
+    bool orphan = false;  // teardown: the grace ran out before teardown finished
     OperationRecord record;
     Instant started{0};
     Instant ends_at{0};
@@ -676,6 +696,16 @@ class FakeMachine final : public Machine {
         advance_create(id, op, now);
         continue;
       }
+      if (op.kind == Op::Kind::Teardown) {
+        if (now < op.ends_at) continue;
+        if (!op.orphan) end_sandbox(now, Termination::Cancelled);
+        op.finished = true;
+        op.record.possible_orphan = op.orphan;
+        push(event::Cancelled{id, op.orphan});
+        close(op, Outcome::Cancelled, now, std::nullopt);
+        ops_.erase(id);
+        continue;
+      }
       if (op.kind != Op::Kind::Exec) continue;
       const Instant limit = std::min(now, op.timeout_at);
       if (!deliver(id, op, limit)) continue;  // failed (output limit)
@@ -689,8 +719,13 @@ class FakeMachine final : public Machine {
     }
   }
 
+  // Creation has two phases: the sandbox exists halfway through create_delay (a real backend
+  // makes the container, then starts it), and create() completes at the end.
+  static Instant exists_at(const Op& op) { return op.started + (op.ends_at - op.started) / 2; }
+
   void advance_create(OpId id, Op& op, Instant now) {
     if (now >= op.timeout_at && op.timeout_at < op.ends_at) {
+      if (sandbox_) end_sandbox(now, Termination::SandboxGone);  // nothing half-made survives
       fail(id,
            Problem{errc::CreateTimeout,
                    "fake create took longer than " + format_duration(op.timeout_at - op.started),
@@ -698,7 +733,18 @@ class FakeMachine final : public Machine {
            now);
       return;
     }
+    if (!sandbox_ && now >= exists_at(op)) make_sandbox(op);
     if (now < op.ends_at) return;
+    if (profile_.tier == IsolationTier::Unknown) {
+      push(event::Warning{Problem{
+          errc::IsolationNotSatisfied,
+          "fake:// declares the UNKNOWN isolation tier: it runs nothing and isolates nothing",
+          "Use docker:// or e2b:// for untrusted code; fake:// is for tests."}});
+    }
+    complete(id, info_of(), now);
+  }
+
+  void make_sandbox(Op& op) {
     auto sb = std::make_shared<FakeSandbox>();
     {
       auto& impl = world_->impl();
@@ -717,19 +763,12 @@ class FakeMachine final : public Machine {
     }
     sb->network = options_->network;
     sb->lifetime = options_->lifetime;
-    sb->expires_at = op.ends_at + std::chrono::duration_cast<nanoseconds>(options_->lifetime);
+    sb->expires_at = exists_at(op) + std::chrono::duration_cast<nanoseconds>(options_->lifetime);
     sb->secrets = options_->env.secret_values();
     sandbox_ = sb;
     op.record.sandbox_id = sb->id;
     Call call = base_call(Operation::Create);
     record_call(std::move(call));
-    if (profile_.tier == IsolationTier::Unknown) {
-      push(event::Warning{Problem{
-          errc::IsolationNotSatisfied,
-          "fake:// declares the UNKNOWN isolation tier: it runs nothing and isolates nothing",
-          "Use docker:// or e2b:// for untrusted code; fake:// is for tests."}});
-    }
-    complete(id, info_of(), now);
   }
 
   // Delivers timeline steps up to `limit`. Returns false when the op failed.
@@ -773,6 +812,7 @@ class FakeMachine final : public Machine {
   std::shared_ptr<World> world_;
   Profile profile_;
   nanoseconds create_delay_;
+  nanoseconds teardown_delay_;
   std::optional<CreateOptions> options_;
   std::shared_ptr<FakeSandbox> sandbox_;
   std::map<OpId, Op> ops_;
@@ -818,7 +858,10 @@ Result<std::unique_ptr<Machine>> make_machine(const Dsn& dsn) {
   }
   const auto delay =
       std::chrono::duration_cast<std::chrono::nanoseconds>(o.duration("create_delay"));
-  return std::unique_ptr<Machine>(std::make_unique<FakeMachine>(std::move(world), profile, delay));
+  const auto teardown =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o.duration("teardown_delay"));
+  return std::unique_ptr<Machine>(
+      std::make_unique<FakeMachine>(std::move(world), profile, delay, teardown));
 }
 
 BackendEntry backend_entry() {

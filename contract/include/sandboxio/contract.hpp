@@ -5,8 +5,9 @@
 //
 //   sandboxio::contract::Target t{.name = "fake", .dsn = "fake://",
 //                                 .transport = sandboxio::contract::blocking_transport(),
-//                                 .alive_probe = [](auto& m) { return std::vector<std::string>{"pgrep", "-f", m}; },
-//                                 .egress_probe = {"curl", "-sS", "https://example.com"}};
+//                                 .alive_probe = [](auto& m) { return
+//                                 std::vector<std::string>{"pgrep", "-f", m}; }, .egress_probe =
+//                                 {"curl", "-sS", "https://example.com"}};
 //   for (const auto& failure : sandboxio::contract::run_all(t)) std::cerr << failure.row << "\n";
 //
 // With GoogleTest, SANDBOXIO_CONTRACT_TESTS(Name, target) (sandboxio/contract_gtest.hpp)
@@ -72,7 +73,8 @@ class Box {
   /// Starts `command`, calls `running()` from the caller's thread until it returns true, then
   /// cancels the command and returns how it completed (operation_aborted is right).
   /// Transports without per-operation cancellation return nullopt.
-  virtual std::optional<std::error_code> run_and_cancel(Command command, const std::function<bool()>& running) = 0;
+  virtual std::optional<std::error_code> run_and_cancel(Command command,
+                                                        const std::function<bool()>& running) = 0;
 };
 
 /// How boxes are made: the blocking transport, the simulated one, Asio, or a third party's.
@@ -81,15 +83,18 @@ class Transport {
   virtual ~Transport() = default;
   [[nodiscard]] virtual std::string name() const = 0;
   virtual std::unique_ptr<Box> create(const std::string& dsn, CreateOptions options) = 0;
-  virtual std::unique_ptr<Box> connect(const std::string& dsn, std::string id, CreateOptions options) = 0;
+  virtual std::unique_ptr<Box> connect(const std::string& dsn, std::string id,
+                                       CreateOptions options) = 0;
   /// Starts create() and cancels it after `after`; returns how it completed (operation_aborted
   /// is right), or nullopt when the transport has no per-operation cancellation.
-  virtual std::optional<std::error_code> create_and_cancel(const std::string& dsn, CreateOptions options,
+  virtual std::optional<std::error_code> create_and_cancel(const std::string& dsn,
+                                                           CreateOptions options,
                                                            std::chrono::milliseconds after) = 0;
 };
 
 /// The sync API over a Link made by `make_link` (null: the POSIX link).
-[[nodiscard]] std::shared_ptr<Transport> blocking_transport(std::function<std::unique_ptr<Link>()> make_link = {});
+[[nodiscard]] std::shared_ptr<Transport> blocking_transport(
+    std::function<std::unique_ptr<Link>()> make_link = {});
 /// The async API over the Asio transport, with an io_context on its own thread.
 [[nodiscard]] std::shared_ptr<Transport> asio_transport();
 

@@ -94,6 +94,9 @@ struct CreateOptions {
   AuditSettings audit{};
   /// Keep the sandbox alive when this process exits (until its lifetime ends). Off by default.
   bool outlive_owner = false;
+  /// How long teardown may take after a cancellation before the record says the sandbox may
+  /// be orphaned. Unset: the transport fills it from SBX_TEARDOWN_GRACE (default 5 s).
+  std::optional<std::chrono::milliseconds> teardown_grace{};
 
   /// Checks every field; the first problem found is returned.
   [[nodiscard]] Result<void> validate() const;

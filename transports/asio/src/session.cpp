@@ -462,8 +462,16 @@ void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool
           std::function<void(std::shared_ptr<Session>)> keep) {
   auto parsed = parse_dsn(dsn);
   std::optional<Problem> problem;
+  if (!options.teardown_grace) {
+    auto grace = teardown_grace();
+    if (!grace)
+      problem = grace.problem();
+    else
+      options.teardown_grace = grace.value();
+  }
   std::unique_ptr<Machine> machine;
-  if (!parsed) {
+  if (problem) {
+  } else if (!parsed) {
     problem = parsed.problem();
   } else if (auto entry = registry().resolve(parsed.value()); !entry) {
     problem = entry.problem();

@@ -13,8 +13,9 @@ T take(Completion&& c, const char* what) {
               std::string("the backend answered ") + what + " with the wrong kind of value");
 }
 
-std::shared_ptr<detail::Session> open_session(std::string_view text, const CreateOptions& options,
+std::shared_ptr<detail::Session> open_session(std::string_view text, CreateOptions options,
                                               std::unique_ptr<Link> link) {
+  if (!options.teardown_grace) options.teardown_grace = teardown_grace().value();
   Dsn dsn = parse_dsn(text).value();
   const BackendEntry* entry = registry().resolve(dsn).value();
   std::unique_ptr<Machine> machine = entry->factory(dsn).value();
