@@ -400,3 +400,24 @@ TEST_F(FakeSync, OneRedactedRecordPerOperation) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(FakeSync, OperationsInFlightAreBounded) {
+  auto sb = create();
+  std::vector<sandboxio::sync::Process> held;
+  for (std::size_t i = 0; i < sandboxio::Limits{}.max_pending_operations; ++i) {
+    held.push_back(sb.stream({"sleep", "100"}));
+  }
+  try {
+    auto one_more = sb.stream({"sleep", "100"});
+    FAIL() << "no bound on operations in flight";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), errc::QueueFull);
+  }
+  held.clear();  // dropping them kills them all
+  EXPECT_EQ(world->running_processes(), 0u);
+  EXPECT_TRUE(sb.run({"true"}).ok());
+}
+
+}  // namespace

@@ -70,6 +70,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_create(const CreateOptions& options, Instant now) override {
     const OpId id = open(Operation::Create, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     Op& op = ops_.at(id);
     if (auto p = check_create(options); !p.detail.empty()) return fail(id, std::move(p), now);
     options_ = options;
@@ -83,6 +84,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_connect(std::string sandbox_id, const CreateOptions& options, Instant now) override {
     const OpId id = open(Operation::Connect, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (!profile_.capabilities.contains(Capability::Reattach)) {
       return fail(id, unsupported(Capability::Reattach, "connect()"), now);
     }
@@ -109,6 +111,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_info(Instant now) override {
     const OpId id = open(Operation::Info, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
     complete(id, info_of(), now);
     return id;
@@ -121,6 +124,7 @@ class FakeMachine final : public Machine {
   OpId submit_stream(Command command, Instant now) override {
     if (!profile_.capabilities.contains(Capability::Streaming)) {
       const OpId id = open(Operation::Stream, now, join(command.argv));
+      if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
       return fail(id, unsupported(Capability::Streaming, "stream()"), now);
     }
     return start_exec(Operation::Stream, std::move(command), now);
@@ -128,6 +132,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_run_code(CodeRequest request, Instant now) override {
     const OpId id = open(Operation::RunCode, now, request.code);
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
     if (request.language != "python") {
       return fail(id,
@@ -182,6 +187,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_create_context(std::string language, Instant now) override {
     const OpId id = open(Operation::CreateContext, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
     if (!profile_.capabilities.contains(Capability::StatefulCode)) {
       return fail(id, unsupported(Capability::StatefulCode, "create_context()"), now);
@@ -198,6 +204,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_write_file(std::string path, Bytes data, Instant now) override {
     const OpId id = open(Operation::WriteFile, now, path);
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
     const std::string norm = detail::Vfs::normalise("/", path);
     Call call = base_call(Operation::WriteFile);
@@ -222,6 +229,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_read_file(std::string path, Instant now) override {
     const OpId id = open(Operation::ReadFile, now, path);
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
     const std::string norm = detail::Vfs::normalise("/", path);
     Call call = base_call(Operation::ReadFile);
@@ -237,6 +245,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_list_files(std::string path, Instant now) override {
     const OpId id = open(Operation::ListFiles, now, path);
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
     const std::string norm = detail::Vfs::normalise("/", path);
     Call call = base_call(Operation::ListFiles);
@@ -264,6 +273,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_remove_file(std::string path, Instant now) override {
     const OpId id = open(Operation::RemoveFile, now, path);
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
     const std::string norm = detail::Vfs::normalise("/", path);
     Call call = base_call(Operation::RemoveFile);
@@ -278,6 +288,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_kill(Instant now) override {
     const OpId id = open(Operation::Kill, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (!sandbox_)
       return fail(id, Problem{errc::SandboxError, "kill() before create() or connect()", {}}, now);
     end_sandbox(now, Termination::SandboxGone);
@@ -362,7 +373,7 @@ class FakeMachine final : public Machine {
     std::size_t step_offset = 0;  // bytes of the current step already delivered
     std::uint64_t offsets[2] = {0, 0};
     std::size_t unconsumed = 0;
-    std::size_t stream_buffer = 1 << 20;
+    std::size_t stream_buffer = Limits{}.stream_buffer;
     std::size_t output_limit = 0;
     Bytes out, err;
     std::vector<RichOutput> results;
@@ -383,7 +394,17 @@ class FakeMachine final : public Machine {
     op.record.network_policy = (options_ ? options_->network : NetworkPolicy{}).describe();
     if (options_ && options_->audit.capture_commands && !command.empty())
       op.record.command = std::move(command);
+    const bool full = operation != Operation::Kill &&
+                      ops_.size() >= limits_.max_pending_operations;  // teardown is never refused
     ops_.emplace(id, std::move(op));
+    if (full) {
+      fail(id,
+           Problem{
+               errc::QueueFull,
+               std::to_string(limits_.max_pending_operations) + " operations are already in flight",
+               "Wait for some to finish (drain poll_event) before submitting more."},
+           now);
+    }
     return id;
   }
 
@@ -573,6 +594,7 @@ class FakeMachine final : public Machine {
 
   OpId start_exec(Operation operation, Command command, Instant now) {
     const OpId id = open(operation, now, join(command.argv));
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
     if (command.argv.empty())
       return fail(id, Problem{errc::ExecutionFailed, "the command is an empty argument list", {}},
@@ -815,8 +837,10 @@ class FakeMachine final : public Machine {
   nanoseconds teardown_delay_;
   std::optional<CreateOptions> options_;
   std::shared_ptr<FakeSandbox> sandbox_;
+  Limits limits_;
   std::map<OpId, Op> ops_;
-  std::deque<Event> events_;
+  std::deque<Event> events_;  // bounded: see Limits (each op queues its end, its record and at
+                              // most stream_buffer bytes of output)
   Redactor redactor_;
   OpId next_op_ = 0;
   std::uint64_t sequence_ = 0;

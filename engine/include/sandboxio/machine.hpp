@@ -106,12 +106,14 @@ struct CodeContext {
   friend bool operator==(const CodeContext&, const CodeContext&) = default;
 };
 
-/// The bounds of a machine's queues, with their defaults.
+/// The bounds of a machine's queues, with their defaults. Every queue a machine keeps is
+/// bounded by these: at most max_pending_operations operations are in flight (one more fails at
+/// once with SBX_E1807 QueueFull), and each queues at most its end event, its record and
+/// stream_buffer bytes of unconsumed output. So the event queue, and a driver's per-operation
+/// inboxes, never hold more than max_pending_operations x (2 events + stream_buffer bytes).
 struct Limits {
-  std::size_t max_requests = 256;            // queued requests before QueueFull
-  std::size_t max_events = 4096;             // queued non-output events before QueueFull
-  std::size_t stream_buffer = 1 << 20;       // unconsumed output bytes per stream
-  std::size_t max_pending_operations = 256;  // operations in flight per machine
+  std::size_t stream_buffer = std::size_t{1} << 20;  // unconsumed output bytes per stream
+  std::size_t max_pending_operations = 256;          // operations in flight per machine
 };
 
 namespace request {

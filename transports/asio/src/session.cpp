@@ -47,16 +47,23 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- called on the strand ----
 
-  void start(Submit& submit, std::unique_ptr<Waiter> waiter, asio::cancellation_slot slot) {
+  // A cancellation requested through a slot before the operation reached the strand.
+  struct CancelState {
+    bool requested = false;  // touched on the strand only
+    OpId op = 0;
+  };
+
+  void start(Submit& submit, std::unique_ptr<Waiter> waiter,
+             const std::shared_ptr<CancelState>& cancel_state) {
     const OpId op = submit(*machine_, now());
     Inbox& box = inbox_[op];
     box.waiter = std::move(waiter);
-    if (slot.is_connected()) {
-      slot.assign([weak = weak_from_this(), op](asio::cancellation_type) {
-        if (auto self = weak.lock()) {
-          asio::dispatch(self->strand_, [self, op] { self->cancel(op); });
-        }
-      });
+    if (cancel_state) {
+      cancel_state->op = op;
+      if (cancel_state->requested) {
+        cancel(op);
+        return;
+      }
     }
     // Output nobody will read (a stream whose result is awaited) must not hold the machine back.
     discard_chunks(op, box);
@@ -122,7 +129,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto keep = std::make_unique<Keep>();
     keep->self = shared_from_this();
     Submit kill = [](Machine& m, Instant now) { return m.submit_kill(now); };
-    start(kill, std::move(keep), {});
+    start(kill, std::move(keep), nullptr);
   }
 
  private:
@@ -415,9 +422,23 @@ class Session : public std::enable_shared_from_this<Session> {
 
 void start(const std::shared_ptr<Session>& session, Submit submit, std::unique_ptr<Waiter> waiter,
            asio::cancellation_slot slot) {
+  // The slot is bound now, during initiation, so a cancellation emitted right after the
+  // initiating call returns is honoured even before the operation reached the strand.
+  std::shared_ptr<Session::CancelState> state;
+  if (slot.is_connected()) {
+    state = std::make_shared<Session::CancelState>();
+    slot.assign([weak = std::weak_ptr<Session>(session), state](asio::cancellation_type) {
+      if (auto self = weak.lock()) {
+        asio::dispatch(self->strand(), [self, state] {
+          state->requested = true;
+          if (state->op != 0) self->cancel(state->op);
+        });
+      }
+    });
+  }
   asio::dispatch(session->strand(),
-                 [session, submit = std::move(submit), w = std::move(waiter), slot]() mutable {
-                   session->start(submit, std::move(w), slot);
+                 [session, submit = std::move(submit), w = std::move(waiter), state]() mutable {
+                   session->start(submit, std::move(w), state);
                  });
 }
 
