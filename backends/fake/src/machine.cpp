@@ -204,12 +204,9 @@ class FakeMachine final : public Machine {
 
   OpId submit_write_file(std::string path, Bytes data, Instant now) override {
     const OpId id = open(Operation::WriteFile, now, path);
-    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
-    if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
-    const std::string norm = detail::Vfs::normalise("/", path);
-    Call call = base_call(Operation::WriteFile);
-    call.path = norm;
-    record_call(std::move(call));
+    const auto found = begin_file_op(id, Operation::WriteFile, path, now);
+    if (!found) return id;
+    const std::string& norm = *found;
     const detail::Node* n = sandbox_->fs.get(norm);
     if (n != nullptr && n->dir)
       return fail(id, Problem{errc::IsADirectory, path + " is a directory", {}}, now);
@@ -229,12 +226,9 @@ class FakeMachine final : public Machine {
 
   OpId submit_read_file(std::string path, Instant now) override {
     const OpId id = open(Operation::ReadFile, now, path);
-    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
-    if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
-    const std::string norm = detail::Vfs::normalise("/", path);
-    Call call = base_call(Operation::ReadFile);
-    call.path = norm;
-    record_call(std::move(call));
+    const auto found = begin_file_op(id, Operation::ReadFile, path, now);
+    if (!found) return id;
+    const std::string& norm = *found;
     const detail::Node* n = sandbox_->fs.get(norm);
     if (n == nullptr)
       return fail(id, Problem{errc::FileNotFound, path + " does not exist", {}}, now);
@@ -245,12 +239,9 @@ class FakeMachine final : public Machine {
 
   OpId submit_list_files(std::string path, Instant now) override {
     const OpId id = open(Operation::ListFiles, now, path);
-    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
-    if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
-    const std::string norm = detail::Vfs::normalise("/", path);
-    Call call = base_call(Operation::ListFiles);
-    call.path = norm;
-    record_call(std::move(call));
+    const auto found = begin_file_op(id, Operation::ListFiles, path, now);
+    if (!found) return id;
+    const std::string& norm = *found;
     const detail::Node* n = sandbox_->fs.get(norm);
     if (n == nullptr)
       return fail(id, Problem{errc::FileNotFound, path + " does not exist", {}}, now);
@@ -273,12 +264,9 @@ class FakeMachine final : public Machine {
 
   OpId submit_remove_file(std::string path, Instant now) override {
     const OpId id = open(Operation::RemoveFile, now, path);
-    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
-    if (auto p = file_checks(path, now); p) return fail(id, std::move(*p), now);
-    const std::string norm = detail::Vfs::normalise("/", path);
-    Call call = base_call(Operation::RemoveFile);
-    call.path = norm;
-    record_call(std::move(call));
+    const auto found = begin_file_op(id, Operation::RemoveFile, path, now);
+    if (!found) return id;
+    const std::string& norm = *found;
     if (!sandbox_->fs.remove(norm, true)) {
       return fail(id, Problem{errc::FileNotFound, path + " does not exist", {}}, now);
     }
@@ -510,6 +498,22 @@ class FakeMachine final : public Machine {
       return Problem{errc::InvalidPath, "\"" + path + "\" is not an absolute path", {}};
     }
     return std::nullopt;
+  }
+
+  // The common start of a file operation: admission, checks, the recorded call. Returns the
+  // normalised path, or nullopt when the operation already failed (its events are queued).
+  std::optional<std::string> begin_file_op(OpId id, Operation operation, const std::string& path,
+                                           Instant now) {
+    if (ops_.count(id) == 0) return std::nullopt;  // refused: too many operations in flight
+    if (auto p = file_checks(path, now); p) {
+      fail(id, std::move(*p), now);
+      return std::nullopt;
+    }
+    std::string norm = detail::Vfs::normalise("/", path);
+    Call call = base_call(operation);
+    call.path = norm;
+    record_call(std::move(call));
+    return norm;
   }
 
   Problem gone_problem() const {
