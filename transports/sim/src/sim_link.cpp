@@ -32,7 +32,7 @@ class SimLink final : public Link {
               return;
             }
             c.connect_at = now_ + delay();
-            c.drop_after = draw_drop();
+            c.drop = draw_drop();
             conns_[r.conn] = std::move(c);
           } else if constexpr (std::is_same_v<R, request::Send>) {
             auto it = conns_.find(r.conn);
@@ -106,16 +106,14 @@ class SimLink final : public Link {
     if (!c.pending.empty()) {
       std::size_t n = c.pending.size();
       if (config_.max_read > 0) n = std::min(n, pick(1, config_.max_read));
-      if (c.drop_after && *c.drop_after <= n) {
-        // The connection breaks in the middle of the reply.
-        const std::string part = c.pending.substr(0, *c.drop_after);
-        const std::size_t used = machine.handle_bytes(best, part, now_);
-        (void)used;
+      if (c.drop) {
+        // The connection breaks in the middle of this reply: part of it arrives, then EOF.
+        const std::string part = c.pending.substr(0, pick(0, c.pending.size() - 1));
+        if (!part.empty()) (void)machine.handle_bytes(best, part, now_);
         conns_.erase(best);
         machine.handle_eof(best, now_);
         return;
       }
-      if (c.drop_after) *c.drop_after -= n;
       std::string piece = c.pending.substr(0, n);
       c.pending.erase(0, n);
       c.pending_at = now_ + delay();
@@ -140,7 +138,7 @@ class SimLink final : public Link {
     std::string held;  // delivered but not consumed (backpressure)
     bool eof_pending = false;
     bool closed_by_peer = false;
-    std::optional<std::size_t> drop_after;  // bytes until the connection drops
+    bool drop = false;  // the next reply is cut short and the connection dropped
   };
 
   void queue(Conn& c, std::string reply, bool close) {
@@ -155,11 +153,9 @@ class SimLink final : public Link {
     if (config_.max_delay.count() <= 0) return Instant(0);
     return Instant(std::uniform_int_distribution<std::int64_t>(0, config_.max_delay.count())(rng_));
   }
-  std::optional<std::size_t> draw_drop() {
-    if (config_.drop_probability <= 0) return std::nullopt;
-    if (std::uniform_real_distribution<double>(0, 1)(rng_) >= config_.drop_probability)
-      return std::nullopt;
-    return pick(0, 4096);
+  bool draw_drop() {
+    if (config_.drop_probability <= 0) return false;
+    return std::uniform_real_distribution<double>(0, 1)(rng_) < config_.drop_probability;
   }
 
   Config config_;
