@@ -28,14 +28,7 @@ class Session : public std::enable_shared_from_this<Session> {
         options_(std::move(options)),
         epoch_(std::chrono::steady_clock::now()),
         wall_epoch_(std::chrono::system_clock::now()) {
-    if (options_.audit.sink) {
-      auto timeout = audit_timeout();
-      audit_ = std::make_shared<AuditDispatcher>(
-          options_.audit.sink, timeout ? timeout.value() : options_.audit.sink_timeout,
-          options_.audit.on_failure, [](const Problem& p) {
-            std::fprintf(stderr, "sandboxio: warning: %s\n", p.describe().c_str());
-          });
-    }
+    audit_ = shared_audit_dispatcher(options_.audit);
   }
 
   asio::strand<asio::any_io_executor>& strand() { return strand_; }

@@ -6,34 +6,13 @@
 #include "sandboxio/duration.hpp"
 
 namespace sandboxio::sync::detail {
-namespace {
-
-// One dispatcher (one worker thread) per sink, shared by every sandbox that uses the sink.
-std::shared_ptr<AuditDispatcher> dispatcher_for(const AuditSettings& audit) {
-  static std::mutex mu;
-  static std::map<AuditSink*, std::weak_ptr<AuditDispatcher>> dispatchers;
-  if (!audit.sink) return nullptr;
-  std::lock_guard lock(mu);
-  auto& weak = dispatchers[audit.sink.get()];
-  if (auto existing = weak.lock()) return existing;
-  auto timeout = audit_timeout();
-  auto d = std::make_shared<AuditDispatcher>(
-      audit.sink, timeout ? timeout.value() : audit.sink_timeout, audit.on_failure,
-      [](const Problem& p) {
-        std::fprintf(stderr, "sandboxio: warning: %s\n", p.describe().c_str());
-      });
-  weak = d;
-  return d;
-}
-
-}  // namespace
 
 Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
                  std::unique_ptr<Link> link)
     : machine_(std::move(machine)),
       options_(std::move(options)),
       link_(link ? std::move(link) : make_posix_link()),
-      audit_(dispatcher_for(options_.audit)) {}
+      audit_(shared_audit_dispatcher(options_.audit)) {}
 
 Session::~Session() = default;
 
@@ -157,9 +136,8 @@ std::optional<OutputChunk> Session::next_chunk(OpId op) {
 void Session::cancel(OpId op) {
   if (finished(op)) return;
   machine_->submit_cancel(op, now());
-  auto grace = teardown_grace();
-  const Instant limit =
-      now() + std::chrono::duration_cast<Instant>(grace ? grace.value() : kDefaultTeardownGrace);
+  const Instant limit = now() + std::chrono::duration_cast<Instant>(
+                                    options_.teardown_grace.value_or(kDefaultTeardownGrace));
   while (!finished(op) && now() < limit) {
     pump();
     if (finished(op)) break;

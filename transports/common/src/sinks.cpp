@@ -4,8 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
+#include <map>
+#include <tuple>
+
+#include "sandboxio/config.hpp"
 #include "sandboxio/duration.hpp"
 
 namespace sandboxio {
@@ -177,6 +182,28 @@ Result<void> AuditDispatcher::deliver(const OperationRecord& record) {
   if (policy_ == AuditFailurePolicy::Fail) return problem;
   if (warn_) warn_(problem);
   return {};
+}
+
+std::shared_ptr<AuditDispatcher> shared_audit_dispatcher(const AuditSettings& audit) {
+  if (!audit.sink) return nullptr;
+  auto env = audit_timeout();
+  const std::chrono::milliseconds timeout =
+      (env && std::getenv("SBX_AUDIT_TIMEOUT") != nullptr) ? env.value() : audit.sink_timeout;
+  using Key = std::tuple<AuditSink*, std::int64_t, AuditFailurePolicy>;
+  static auto* mu = new std::mutex;  // process-lifetime, never destroyed
+  static auto* dispatchers = new std::map<Key, std::weak_ptr<AuditDispatcher>>;
+  std::lock_guard lock(*mu);
+  for (auto it = dispatchers->begin(); it != dispatchers->end();) {
+    it = it->second.expired() ? dispatchers->erase(it) : std::next(it);
+  }
+  auto& weak = (*dispatchers)[Key{audit.sink.get(), timeout.count(), audit.on_failure}];
+  if (auto existing = weak.lock()) return existing;
+  auto d = std::make_shared<AuditDispatcher>(
+      audit.sink, timeout, audit.on_failure, [](const Problem& p) {
+        std::fprintf(stderr, "sandboxio: warning: %s\n", p.describe().c_str());
+      });
+  weak = d;
+  return d;
 }
 
 }  // namespace sandboxio

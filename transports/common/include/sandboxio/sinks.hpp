@@ -83,4 +83,9 @@ class AuditDispatcher {
   std::thread worker_;
 };
 
+/// The dispatcher for `audit` (null when it has no sink). Sandboxes whose settings name the same
+/// sink, timeout and policy share one dispatcher, so they share one worker thread. The timeout
+/// is SBX_AUDIT_TIMEOUT when set, else audit.sink_timeout; warnings go to stderr.
+[[nodiscard]] std::shared_ptr<AuditDispatcher> shared_audit_dispatcher(const AuditSettings& audit);
+
 }  // namespace sandboxio
