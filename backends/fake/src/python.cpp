@@ -41,8 +41,8 @@ struct PyError {
 
 class Parser {
  public:
-  Parser(const std::string& text, const std::map<std::string, std::string>& vars)
-      : s_(text), vars_(vars) {}
+  Parser(std::string text, const std::map<std::string, std::string>& vars)
+      : s_(std::move(text)), vars_(vars) {}
 
   Value expression() {
     Value v = term();
@@ -222,7 +222,7 @@ class Parser {
   }
 
  private:
-  const std::string& s_;
+  const std::string s_;  // owned: callers pass substr() temporaries
   const std::map<std::string, std::string>& vars_;
   std::size_t i_ = 0;
 };
