@@ -331,14 +331,36 @@ std::string percent_encode(std::string_view text, std::string_view keep) {
   return out;
 }
 
+// Encodes only what the parser needs encoded, so that printing never makes a DSN longer than
+// the text it was parsed from (the round trip holds at the length limit too).
+namespace {
+std::string encode_minimal(std::string_view text, std::string_view must) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7f || ch == '%' || must.find(ch) != std::string_view::npos) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string Dsn::to_string() const {
-  std::string out = scheme + "://" + percent_encode(target, ":/@+,;=");
+  std::string out = scheme + "://" + encode_minimal(target, "#?");
   char sep = '?';
   for (const Option& o : options) {
     out.push_back(sep);
     out += o.name;
     out.push_back('=');
-    out += percent_encode(o.value, ":/@+,;");
+    out += encode_minimal(o.value, "#&");
     sep = '&';
   }
   return out;
