@@ -312,8 +312,17 @@ std::chrono::milliseconds TypedOptions::duration(std::string_view name,
   return it == durations_.end() ? fallback : it->second;
 }
 
-std::string percent_encode(std::string_view text, std::string_view keep) {
+namespace {
+// Appends c as %XX.
+void append_escape(std::string& out, unsigned char c) {
   static constexpr char kHex[] = "0123456789ABCDEF";
+  out.push_back('%');
+  out.push_back(kHex[c >> 4]);
+  out.push_back(kHex[c & 15]);
+}
+}  // namespace
+
+std::string percent_encode(std::string_view text, std::string_view keep) {
   std::string out;
   out.reserve(text.size());
   for (char ch : text) {
@@ -323,9 +332,7 @@ std::string percent_encode(std::string_view text, std::string_view keep) {
     if (unreserved || (c >= 0x21 && c < 0x7f && keep.find(ch) != std::string_view::npos)) {
       out.push_back(ch);
     } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
+      append_escape(out, c);
     }
   }
   return out;
@@ -335,15 +342,12 @@ std::string percent_encode(std::string_view text, std::string_view keep) {
 // the text it was parsed from (the round trip holds at the length limit too).
 namespace {
 std::string encode_minimal(std::string_view text, std::string_view must) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(text.size());
   for (char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
     if (c <= 0x20 || c == 0x7f || ch == '%' || must.find(ch) != std::string_view::npos) {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
+      append_escape(out, c);
     } else {
       out.push_back(ch);
     }
