@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "text.hpp"
+
 namespace sandboxio::http {
 
 struct ResponseParser::State {
@@ -13,13 +15,6 @@ struct ResponseParser::State {
 
 namespace {
 
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return lower(x) == lower(y); });
-}
 bool has_crlf(std::string_view s) {
   return s.find_first_of("\r\n") != std::string_view::npos;
 }
@@ -150,7 +145,7 @@ void ResponseParser::feed_eof() {
 
 std::optional<std::string_view> ResponseParser::header(std::string_view name) const {
   for (const Header& h : headers_) {
-    if (iequals(h.name, name)) return std::string_view(h.value);
+    if (detail::iequals(h.name, name)) return std::string_view(h.value);
   }
   return std::nullopt;
 }

@@ -3,35 +3,9 @@
 #include <charconv>
 #include <cmath>
 
+#include "text.hpp"
+
 namespace sandboxio {
-namespace {
-
-// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is invalid.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  std::size_t len = 0;
-  std::uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > text.size()) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    const auto cc = static_cast<unsigned char>(text[i + k]);
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
-  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-}  // namespace
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -39,7 +13,7 @@ void append_json_string(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const std::size_t len = utf8_sequence_length(text, i);
+      const std::size_t len = detail::utf8_sequence_length(text, i);
       if (len == 0) {
         out.append("\xEF\xBF\xBD");  // U+FFFD for each invalid byte
         ++i;

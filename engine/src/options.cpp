@@ -4,24 +4,13 @@
 
 #include "sandboxio/create_options.hpp"
 #include "sandboxio/dsn.hpp"
+#include "text.hpp"
 
 namespace sandboxio {
 namespace {
 
 Problem invalid(std::string detail, std::string hint = {}) {
   return Problem{errc::InvalidCreateOptions, std::move(detail), std::move(hint)};
-}
-
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 
 bool is_host_label_char(char c) {
@@ -51,10 +40,10 @@ bool NetworkPolicy::allows(std::string_view host) const noexcept {
     if (pattern.rfind("*.", 0) == 0) {
       const std::string_view suffix = pattern.substr(1);  // ".example.com"
       if (host.size() > suffix.size() &&
-          iequals(host.substr(host.size() - suffix.size()), suffix)) {
+          detail::iequals(host.substr(host.size() - suffix.size()), suffix)) {
         return true;
       }
-    } else if (iequals(host, pattern)) {
+    } else if (detail::iequals(host, pattern)) {
       return true;
     }
   }
