@@ -365,8 +365,11 @@ void cancel_teardown_grace_expiry(const Target& t) {
   CreateOptions o;
   o.audit.sink = sink;
   o.teardown_grace = 200ms;
-  const auto ec = t.transport->create_and_cancel(
-      t.slow_teardown_dsn.empty() ? t.dsn : t.slow_teardown_dsn, o, 1500ms);
+  // Without a slow-teardown DSN, a slow create still shows that cancellation surfaces as such.
+  const std::string& dsn = !t.slow_teardown_dsn.empty() ? t.slow_teardown_dsn
+                           : !t.slow_create_dsn.empty() ? t.slow_create_dsn
+                                                        : t.dsn;
+  const auto ec = t.transport->create_and_cancel(dsn, o, 1500ms);
   if (!ec) return;
   require(is_cancellation(*ec),
           "cancellation surfaced as \"" + ec->message() + "\" instead of cancellation");

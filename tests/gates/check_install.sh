@@ -20,6 +20,8 @@ expect include/sandboxio/sinks.hpp
 expect include/sandboxio/sync.hpp
 expect include/sandboxio/fake.hpp
 expect lib/libsandboxio_fake.a
+expect include/sandboxio/docker.hpp
+expect lib/libsandboxio_docker.a
 expect lib/libsandboxio_blocking.a
 expect lib/libsandboxio_sim.a
 expect lib/libsandboxio_asio.a

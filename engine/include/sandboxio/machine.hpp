@@ -57,6 +57,9 @@ struct Endpoint {
   std::uint16_t port = 0;
   bool tls = false;
   std::string server_name{};  // SNI and certificate name when tls; defaults to address
+  std::string ca_file{};      // PEM trust anchors when tls; empty: the system store
+  std::string cert_file{};    // PEM client certificate when tls (Docker's tcp:// with TLS)
+  std::string key_file{};     // PEM private key of cert_file
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
@@ -212,6 +215,10 @@ class Machine {
   [[nodiscard]] virtual std::optional<Request> poll_request() = 0;
   [[nodiscard]] virtual std::optional<Event> poll_event() = 0;
   [[nodiscard]] virtual std::optional<Instant> poll_deadline() const = 0;
+  /// True while the machine still has work in flight that nobody waits for: removing a
+  /// half-made sandbox after a failed or timed-out create, for example. A driver about to drop
+  /// the machine keeps driving it while busy, up to the teardown grace.
+  [[nodiscard]] virtual bool busy() const { return false; }
 };
 
 }  // namespace sandboxio

@@ -5,6 +5,7 @@
 #include <asio/generic/stream_protocol.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/write.hpp>
@@ -24,6 +25,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(asio::any_io_executor ex, std::unique_ptr<Machine> machine, CreateOptions options)
       : strand_(asio::make_strand(ex)),
         timer_(strand_),
+        linger_timer_(strand_),
         machine_(std::move(machine)),
         options_(std::move(options)),
         epoch_(std::chrono::steady_clock::now()),
@@ -205,6 +207,25 @@ class Session : public std::enable_shared_from_this<Session> {
     for (OpId op : touched)
       settle(op);
     arm_timer();
+    linger();
+  }
+
+  // While the machine has work nobody waits for (removing a half-made sandbox), the session
+  // keeps itself alive, up to the teardown grace, even when every handle is gone.
+  void linger() {
+    if (machine_->busy()) {
+      if (lingering_) return;
+      lingering_ = shared_from_this();
+      linger_timer_.expires_after(options_.teardown_grace.value_or(kDefaultTeardownGrace));
+      linger_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+        auto self = weak.lock();
+        if (!self || ec) return;
+        asio::post(self->strand_, [keep = std::move(self->lingering_)] {});
+      });
+    } else if (lingering_) {
+      linger_timer_.cancel();
+      asio::post(strand_, [keep = std::move(lingering_)] {});
+    }
   }
 
   void route(Event ev, std::set<OpId>& touched) {
@@ -397,6 +418,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
+  asio::steady_timer linger_timer_;
+  std::shared_ptr<Session> lingering_;
   std::unique_ptr<Machine> machine_;
   CreateOptions options_;
   std::chrono::steady_clock::time_point epoch_;

@@ -14,7 +14,20 @@ Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
       link_(link ? std::move(link) : make_posix_link()),
       audit_(shared_audit_dispatcher(options_.audit)) {}
 
-Session::~Session() = default;
+Session::~Session() {
+  // Work nobody waits for any more (removing a half-made sandbox) still gets the teardown
+  // grace before the connections close.
+  try {
+    const Instant limit = now() + std::chrono::duration_cast<Instant>(
+                                      options_.teardown_grace.value_or(kDefaultTeardownGrace));
+    pump();
+    while (machine_->busy() && now() < limit) {
+      block(limit);
+      pump();
+    }
+  } catch (...) {  // nothing can ever happen on the link: give up quietly
+  }
+}
 
 Instant Session::now() const {
   return link_->now();

@@ -1,0 +1,69 @@
+// docker://: sandboxes as Docker Engine containers, spoken to over the Engine API (v1.41) on a
+// Unix socket or tcp:// (TLS with client certificates). The machine is sans-I/O like every
+// backend; the transports own the socket.
+//
+//   auto sb = sandboxio::sync::Sandbox::create("docker://python:3.12-slim");
+//   auto r = sb.run({"python3", "-c", "print(6 * 7)"});
+//
+// DSN: docker://IMAGE[?option=value...]
+//   host=unix:///var/run/docker.sock | tcp://HOST:PORT   (default: DOCKER_HOST, then the socket)
+//   user=UID[:GID]         run as this user (default: the image's)
+//   read_only=true         read-only root filesystem (pair it with tmpfs=)
+//   tmpfs=/tmp,/work       tmpfs mounts (files there move through an exec, not the archive API)
+//   pull=missing|never     pull the image when absent (default missing)
+// What each declares and refuses: docs/reference/backends/docker.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandboxio/dsn.hpp"
+#include "sandboxio/machine.hpp"
+#include "sandboxio/registry.hpp"
+
+namespace sandboxio::docker {
+
+/// The local engine's socket, /var/run/docker.sock.
+[[nodiscard]] inline Endpoint local_socket() {
+  Endpoint e;
+  e.address = "/var/run/docker.sock";
+  return e;
+}
+
+/// Everything the machine needs from outside (it reads no environment and no clock).
+struct Config {
+  Endpoint endpoint = local_socket();
+  std::string image{};
+  std::string user{};
+  bool read_only = false;
+  std::vector<std::string> tmpfs{};
+  bool pull_missing = true;
+  /// "host:pid" of this process, for the owner label.
+  std::string owner{};
+  /// Random per process: labels containers and makes exec tokens unique.
+  std::string session{};
+  /// Wall-clock seconds, for the created label. Supplied by the driver side.
+  std::function<std::int64_t()> unix_now{};
+};
+
+/// Reads the endpoint from the DSN's host option, else DOCKER_HOST / DOCKER_TLS_VERIFY /
+/// DOCKER_CERT_PATH, else the local socket; fills owner, session and the clock.
+[[nodiscard]] Result<Config> config_for(const Dsn& dsn);
+
+/// Parses a Docker host address (unix:///path, tcp://host:port) into an endpoint.
+[[nodiscard]] Result<Endpoint> parse_host(std::string_view host, bool tls,
+                                          const std::string& cert_dir);
+
+/// The machine for one sandbox.
+[[nodiscard]] std::unique_ptr<Machine> make_machine(Config config);
+
+/// The capabilities docker:// declares.
+[[nodiscard]] CapabilitySet declared_capabilities();
+
+/// The registry entry for docker://.
+[[nodiscard]] BackendEntry backend_entry();
+
+}  // namespace sandboxio::docker

@@ -1,0 +1,171 @@
+// docker:// configuration: the DSN's options and Docker's own environment variables
+// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). This is the driver side of the backend:
+// it reads the environment, the process id and the clock once, and hands values to the machine.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+#include "sandboxio/docker.hpp"
+
+namespace sandboxio::docker {
+namespace {
+
+const OptionSpec kOptions[] = {
+    {"host", OptionType::String, "engine address: unix:///path or tcp://HOST:PORT"},
+    {"user", OptionType::String, "user to run as inside the container (UID[:GID] or name)"},
+    {"read_only", OptionType::Bool, "read-only root filesystem"},
+    {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
+    {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
+};
+
+std::string env_or(const char* name, std::string fallback = {}) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string session_id() {
+  static const std::string id = [] {
+    std::random_device rd;
+    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
+    std::string s;
+    for (int i = 0; i < 12; ++i)
+      s.push_back(digits[rd() % 36]);
+    return s;
+  }();
+  return id;
+}
+
+std::string owner_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+Result<Endpoint> parse_host(std::string_view host, bool tls, const std::string& cert_dir) {
+  Endpoint e;
+  auto bad = [&](const std::string& why) {
+    return Problem{errc::InvalidOption, "Docker host \"" + std::string(host) + "\": " + why,
+                   "Write unix:///var/run/docker.sock or tcp://HOST:2376."};
+  };
+  if (host.starts_with("unix://")) {
+    e.kind = Endpoint::Kind::Unix;
+    e.address = std::string(host.substr(7));
+    if (e.address.empty() || e.address[0] != '/') return bad("the socket path must be absolute");
+    return e;
+  }
+  if (host.starts_with("tcp://") || host.starts_with("https://") || host.starts_with("http://")) {
+    const bool https = host.starts_with("https://");
+    std::string_view rest = host.substr(host.find("://") + 3);
+    while (!rest.empty() && rest.back() == '/')
+      rest.remove_suffix(1);
+    e.kind = Endpoint::Kind::Tcp;
+    e.tls = tls || https;
+    std::string_view name = rest;
+    std::uint16_t port = e.tls ? 2376 : 2375;
+    if (!rest.empty() && rest.front() == '[') {  // [v6]:port
+      const std::size_t close = rest.find(']');
+      if (close == std::string_view::npos) return bad("unclosed [");
+      name = rest.substr(1, close - 1);
+      rest.remove_prefix(close + 1);
+      if (!rest.empty() && rest.front() != ':') return bad("junk after ]");
+      if (!rest.empty()) rest.remove_prefix(1);
+    } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+      name = rest.substr(0, colon);
+      rest.remove_prefix(colon + 1);
+    } else {
+      rest = {};
+    }
+    if (!rest.empty()) {
+      unsigned long p = 0;
+      for (char c : rest) {
+        if (c < '0' || c > '9' || p > 65535) return bad("bad port");
+        p = p * 10 + static_cast<unsigned long>(c - '0');
+      }
+      if (p == 0 || p > 65535) return bad("bad port");
+      port = static_cast<std::uint16_t>(p);
+    }
+    if (name.empty()) return bad("no host name");
+    e.address = std::string(name);
+    e.port = port;
+    if (e.tls) {
+      e.server_name = e.address;
+      e.ca_file = cert_dir + "/ca.pem";
+      e.cert_file = cert_dir + "/cert.pem";
+      e.key_file = cert_dir + "/key.pem";
+    }
+    return e;
+  }
+  if (host.starts_with("ssh://"))
+    return bad("ssh:// is not supported yet; forward the socket with ssh -L instead");
+  return bad("unknown scheme");
+}
+
+Result<Config> config_for(const Dsn& dsn) {
+  auto typed = dsn.typed(kOptions);
+  if (!typed) return typed.problem();
+  const TypedOptions& o = typed.value();
+  Config c;
+  c.image = dsn.target;
+  if (c.image.empty()) {
+    return Problem{
+        errc::InvalidDsn, "docker:// needs an image, as in docker://python:3.12-slim", {}};
+  }
+  const bool tls = !env_or("DOCKER_TLS_VERIFY").empty() && env_or("DOCKER_TLS_VERIFY") != "0";
+  const std::string cert_dir = env_or("DOCKER_CERT_PATH", env_or("HOME", "/root") + "/.docker");
+  const std::string host =
+      o.has("host") ? o.string("host") : env_or("DOCKER_HOST", "unix:///var/run/docker.sock");
+  auto endpoint = parse_host(host, tls, cert_dir);
+  if (!endpoint) return endpoint.problem();
+  c.endpoint = std::move(endpoint).value();
+  c.user = o.string("user");
+  c.read_only = o.boolean("read_only");
+  const std::string tmpfs = o.string("tmpfs");
+  std::size_t pos = 0;
+  while (pos < tmpfs.size()) {
+    std::size_t comma = tmpfs.find(',', pos);
+    if (comma == std::string::npos) comma = tmpfs.size();
+    std::string m = tmpfs.substr(pos, comma - pos);
+    while (m.size() > 1 && m.back() == '/')
+      m.pop_back();
+    if (!m.empty()) {
+      if (m[0] != '/' || m.find_first_of(":,") != std::string::npos) {
+        return Problem{
+            errc::InvalidOption, "tmpfs mount \"" + m + "\" is not an absolute path", {}};
+      }
+      c.tmpfs.push_back(m);
+    }
+    pos = comma + 1;
+  }
+  const std::string pull = o.string("pull", "missing");
+  if (pull != "missing" && pull != "never") {
+    return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
+  }
+  c.pull_missing = pull == "missing";
+  c.owner = owner_id();
+  c.session = session_id();
+  c.unix_now = [] {
+    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+  };
+  return c;
+}
+
+BackendEntry backend_entry() {
+  BackendEntry e;
+  e.scheme = "docker";
+  e.summary = "Docker Engine containers (local socket, or tcp:// with TLS)";
+  e.factory = [](const Dsn& dsn) -> Result<std::unique_ptr<Machine>> {
+    auto config = config_for(dsn);
+    if (!config) return config.problem();
+    return make_machine(std::move(config).value());
+  };
+  e.options.assign(std::begin(kOptions), std::end(kOptions));
+  return e;
+}
+
+}  // namespace sandboxio::docker

@@ -1,0 +1,57 @@
+// The whole contract suite on docker:// with the python test image, through the blocking and
+// the Asio transports, against the real engine.
+#include <gtest/gtest.h>
+
+#include "docker_support.hpp"
+#include "sandboxio/contract.hpp"
+#include "sandboxio/contract_gtest.hpp"
+
+namespace {
+
+using sandboxio::contract::Target;
+
+Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
+  Target t;
+  t.name = "docker";
+  t.dsn = std::string("docker://") + sandboxio::testing::kPythonImage;
+  t.transport = std::move(transport);
+  t.alive_probe = [](const std::string& marker) {
+    return std::vector<std::string>{"pgrep", "-f", "--", marker};
+  };
+  t.egress_probe = {"python3", "-c",
+                    "import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)"};
+  t.live_sandboxes = [] { return sandboxio::testing::my_containers(); };
+  static sandboxio::testing::StallingRegistry registry;
+  t.slow_create_dsn = "docker://" + registry.image();
+  return t;
+}
+
+class DockerContract : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {
+ protected:
+  void SetUp() override { SBX_REQUIRE_ENGINE(); }
+  static const Target& target(const std::string& via) {
+    static const Target blocking = docker_target(sandboxio::contract::blocking_transport());
+    static const Target asio = docker_target(sandboxio::contract::asio_transport());
+    return via == "Blocking" ? blocking : asio;
+  }
+};
+
+TEST_P(DockerContract, Case) {
+  const auto& [via, index] = GetParam();
+  const auto& c = sandboxio::contract::cases()[index];
+  if (auto failure = sandboxio::contract::run_case(c, target(via))) {
+    FAIL() << failure->row << ": " << failure->message;
+  }
+  EXPECT_TRUE(sandboxio::testing::my_containers().empty()) << c.row << " left a container behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Docker, DockerContract,
+    ::testing::Combine(::testing::Values("Blocking", "Asio"),
+                       ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
+    [](const auto& param_info) {
+      return std::get<0>(param_info.param) + "_" +
+             sandboxio::contract::test_name_of(std::get<1>(param_info.param));
+    });
+
+}  // namespace

@@ -1,0 +1,130 @@
+// Helpers for the tests that run against the real Docker engine: whether one answers, the
+// test images, and what the engine holds (asked through the docker CLI, independently of the
+// code under test).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sandboxio::testing {
+
+inline constexpr const char* kPythonImage = "sandboxio-test/python:bookworm";
+inline constexpr const char* kBusyboxImage = "sandboxio-test/busybox:latest";
+
+/// Runs a shell command; returns its stdout (stderr goes to the test's stderr).
+inline std::string capture(const std::string& command, int* status = nullptr) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    out.append(buf.data(), n);
+  const int rc = ::pclose(p);
+  if (status) *status = rc;
+  return out;
+}
+
+inline bool engine_answers() {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, "/var/run/docker.sock");
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+/// Skips the test loudly when no engine answers, unless SBX_REQUIRE_DOCKER=1 (CI), where a
+/// missing engine is a failure.
+#define SBX_REQUIRE_ENGINE()                                                                   \
+  do {                                                                                         \
+    if (!::sandboxio::testing::engine_answers()) {                                             \
+      const char* req = std::getenv("SBX_REQUIRE_DOCKER");                                     \
+      if (req && std::string(req) == "1") FAIL() << "no Docker engine answers (CI needs one)"; \
+      std::fprintf(stderr,                                                                     \
+                   "\n*** SKIPPED: no Docker engine at /var/run/docker.sock. Run "             \
+                   "scripts/docker-env to start one. ***\n\n");                                \
+      GTEST_SKIP() << "no Docker engine";                                                      \
+    }                                                                                          \
+  } while (0)
+
+/// A registry that accepts connections on loopback and never answers: pulling an image from it
+/// makes create() slow for as long as the test wants (the create timeout and cancellation
+/// cases). dockerd treats 127.0.0.0/8 registries as insecure, so it connects without TLS setup.
+class StallingRegistry {
+ public:
+  StallingRegistry() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0)
+      return;
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) break;
+        held_.push_back(c);  // held open, never answered
+      }
+    });
+  }
+  ~StallingRegistry() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+    for (int c : held_)
+      ::close(c);
+  }
+  StallingRegistry(const StallingRegistry&) = delete;
+  StallingRegistry& operator=(const StallingRegistry&) = delete;
+  /// An image reference whose pull never completes.
+  [[nodiscard]] std::string image() const {
+    return "127.0.0.1:" + std::to_string(port_) + "/sandboxio-stall:latest";
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> held_;
+  std::thread thread_;
+};
+
+/// Ids of the containers carrying the sandboxio labels and this process as owner.
+inline std::vector<std::string> my_containers() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string owner = std::string(host) + ":" + std::to_string(::getpid());
+  const std::string out = capture(
+      "docker ps -aq --no-trunc --filter label=io.sandboxio.owner=" + owner + " 2>/dev/null");
+  std::vector<std::string> ids;
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t nl = out.find('\n', pos);
+    if (nl == std::string::npos) nl = out.size();
+    if (nl > pos) ids.push_back(out.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return ids;
+}
+
+}  // namespace sandboxio::testing
