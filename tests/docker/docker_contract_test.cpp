@@ -18,8 +18,11 @@ Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport) 
   t.alive_probe = [](const std::string& marker) {
     return std::vector<std::string>{"pgrep", "-f", "--", marker};
   };
+  // Exits 0 when the sandbox has a route out. A UDP connect() sends no packet, so the probe
+  // never sends traffic anywhere even where it succeeds; 192.0.2.1 is TEST-NET-1.
   t.egress_probe = {"python3", "-c",
-                    "import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)"};
+                    "import socket; socket.socket(socket.AF_INET, "
+                    "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.live_sandboxes = [] { return sandboxio::testing::my_containers(); };
   static sandboxio::testing::StallingRegistry registry;
   t.slow_create_dsn = "docker://" + registry.image();

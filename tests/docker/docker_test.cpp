@@ -1,0 +1,222 @@
+// docker:// behaviour beyond the contract suite, against the real engine: the owner lease,
+// the deny-egress proof with a canary, labels, and the sandbox's configuration.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
+
+#include "docker_support.hpp"
+#include "sandboxio/sync.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using sandboxio::testing::capture;
+using sandboxio::testing::kBusyboxImage;
+using sandboxio::testing::kPythonImage;
+
+const std::string kDsn = std::string("docker://") + kPythonImage;
+
+bool container_exists(const std::string& id) {
+  int status = 0;
+  (void)capture("docker inspect --format '{{.Id}}' " + id + " >/dev/null 2>&1", &status);
+  return status == 0;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+TEST(DockerLease, SigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+  SBX_REQUIRE_ENGINE();
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string holder = SBX_LEASE_HOLDER;
+  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(kDsn.c_str()), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string id;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n')
+    id.push_back(c);
+  ::close(out[0]);
+  ASSERT_FALSE(id.empty()) << "the holder did not print a sandbox id";
+  // Wait until the holder's command runs in the sandbox: the exec is in flight when it dies.
+  const auto started = std::chrono::steady_clock::now();
+  while (trim(capture("docker exec " + id + " pgrep -x sleep")).empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, 20s) << "the holder's command never ran";
+  }
+  ASSERT_TRUE(container_exists(id));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  while (container_exists(id) && std::chrono::steady_clock::now() - killed < 10s) {
+  }
+  const auto took = std::chrono::steady_clock::now() - killed;
+  EXPECT_FALSE(container_exists(id)) << "the container outlived its SIGKILLed owner by 10 s";
+  EXPECT_LT(took, 2s) << "the container took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms to go after its owner was SIGKILLed";
+}
+
+TEST(DockerLease, OutliveOwnerKeepsTheSandboxUntilItsLifetime) {
+  SBX_REQUIRE_ENGINE();
+  std::string id;
+  {
+    sandboxio::CreateOptions o;
+    o.outlive_owner = true;
+    o.lifetime = 2s;
+    auto sb = sandboxio::sync::Sandbox::create(kDsn, o);
+    id = sb.id();
+  }
+  EXPECT_TRUE(container_exists(id)) << "an outlive_owner sandbox ended with its handle";
+  auto again = sandboxio::sync::Sandbox::connect(kDsn, id);
+  EXPECT_TRUE(again.run({"true"}).ok());
+  const auto start = std::chrono::steady_clock::now();
+  while (container_exists(id) && std::chrono::steady_clock::now() - start < 15s) {
+  }
+  EXPECT_FALSE(container_exists(id)) << "the lifetime backstop did not end the container";
+}
+
+TEST(DockerConfig, LabelsLimitsAndHardening) {
+  SBX_REQUIRE_ENGINE();
+  sandboxio::CreateOptions o;
+  o.resources.memory_bytes = 128ULL << 20;
+  o.resources.pids = 64;
+  o.resources.cpus = 0.5;
+  o.labels["team"] = "agents";
+  auto sb = sandboxio::sync::Sandbox::create(kDsn, o);
+  const std::string fmt =
+      "{{.HostConfig.NetworkMode}} {{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} "
+      "{{.HostConfig.PidsLimit}} {{.HostConfig.NanoCpus}} {{.HostConfig.CapDrop}} "
+      "{{.HostConfig.SecurityOpt}} {{.HostConfig.Init}} {{index .Config.Labels "
+      "\"io.sandboxio.managed\"}} {{index .Config.Labels \"team\"}} {{index .Config.Labels "
+      "\"io.sandboxio.lifetime\"}}";
+  const std::string got = trim(capture("docker inspect --format '" + fmt + "' " + sb.id()));
+  EXPECT_EQ(got,
+            "none 134217728 134217728 64 500000000 [ALL] [no-new-privileges] true true agents 600");
+  // The memory limit holds inside: a 300 MB allocation dies.
+  auto r = sb.run({"python3", "-c", "b = bytearray(300 * 1024 * 1024); print(len(b))"});
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.exit_code, 137);
+}
+
+TEST(DockerConfig, MissingImageIsImageNotFound) {
+  SBX_REQUIRE_ENGINE();
+  try {
+    (void)sandboxio::sync::Sandbox::create("docker://sandboxio-test/no-such-image:1?pull=never");
+    FAIL() << "create succeeded";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::ImageNotFound) << e.what();
+  }
+  EXPECT_TRUE(sandboxio::testing::my_containers().empty());
+}
+
+TEST(DockerConfig, UnreachableEngineSaysSo) {
+  try {
+    (void)sandboxio::sync::Sandbox::create("docker://x?host=unix:///nonexistent/docker.sock");
+    FAIL() << "create succeeded";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::BackendUnavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/docker.sock"), std::string::npos);
+  }
+}
+
+TEST(DockerFiles, TmpfsAndReadOnlyRootGoThroughAnExec) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?read_only=true&tmpfs=/work");
+  sb.write_file("/work/sub/a.txt", "on tmpfs");
+  EXPECT_EQ(sb.read_file("/work/sub/a.txt"), "on tmpfs");
+  EXPECT_EQ(sb.run({"cat", "/work/sub/a.txt"}).stdout_bytes, "on tmpfs");
+  const auto listed = sb.list_files("/work");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "sub");
+  EXPECT_EQ(listed[0].type, sandboxio::FileType::Directory);
+  try {
+    sb.write_file("/etc/x", "y");
+    FAIL() << "wrote to a read-only root";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::FilePermissionDenied) << e.what();
+  }
+}
+
+// ---- deny-egress proof ----
+// A canary HTTP server on an --internal network this test creates. A control container with
+// the same image and the same probe reaches it (so the probe and the canary work); a
+// sandboxio sandbox reaches neither it nor anything else. No traffic leaves the machine: the
+// network is internal, and the other target is the canary's own gateway address.
+class Egress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SBX_REQUIRE_ENGINE();
+    net_ = "sbx-egress-" + std::to_string(::getpid());
+    int status = 0;
+    capture("docker network create --internal " + net_ + " >/dev/null", &status);
+    ASSERT_EQ(status, 0) << "could not create the test network";
+    canary_ = trim(capture(
+        "docker run -d --rm --network " + net_ + " " + kBusyboxImage +
+        " sh -c 'mkdir -p /www && echo canary-ok > /www/index.html && exec httpd -f -p 8080 -h "
+        "/www'"));
+    ASSERT_FALSE(canary_.empty());
+    ip_ =
+        trim(capture("docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}"
+                     "{{end}}' " +
+                     canary_));
+    gateway_ =
+        trim(capture("docker network inspect --format '{{range .IPAM.Config}}{{.Gateway}}"
+                     "{{end}}' " +
+                     net_));
+    ASSERT_FALSE(ip_.empty());
+  }
+  void TearDown() override {
+    if (!canary_.empty()) capture("docker rm -f " + canary_ + " >/dev/null 2>&1");
+    if (!net_.empty()) capture("docker network rm " + net_ + " >/dev/null 2>&1");
+  }
+  // python3-minimal has no urllib.request: plain sockets, HTTP/1.0, the body on stdout.
+  static std::string probe(const std::string& host) {
+    return "import socket; s = socket.create_connection(('" + host +
+           "', 8080), timeout=3); s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); "
+           "print(s.makefile('rb').read().decode().split('\\r\\n\\r\\n', 1)[1].strip())";
+  }
+  std::string net_, canary_, ip_, gateway_;
+};
+
+TEST_F(Egress, ControlReachesTheCanaryTheSandboxReachesNothing) {
+  // Control: same image, same probe, on the canary's network.
+  std::string control;
+  const auto start = std::chrono::steady_clock::now();
+  do {  // the canary may take a moment to listen
+    control = trim(capture("docker run --rm --network " + net_ + " " + kPythonImage +
+                           " python3 -c \"" + probe(ip_) + "\" 2>/dev/null"));
+  } while (control != "canary-ok" && std::chrono::steady_clock::now() - start < 20s);
+  ASSERT_EQ(control, "canary-ok") << "the control container did not reach the canary: the proof "
+                                     "would prove nothing";
+
+  auto sb = sandboxio::sync::Sandbox::create(kDsn);
+  auto r = sb.run({"python3", "-c", probe(ip_)});
+  EXPECT_FALSE(r.ok()) << "the sandbox reached the canary: " << r.stdout_bytes;
+  EXPECT_EQ(r.stdout_bytes.find("canary-ok"), std::string::npos);
+  if (!gateway_.empty()) {
+    auto g = sb.run({"python3", "-c", probe(gateway_)});
+    EXPECT_FALSE(g.ok()) << "the sandbox reached the network's gateway";
+  }
+  // Only the loopback interface exists in the sandbox.
+  auto dev = sb.run({"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
+  EXPECT_EQ(dev.stdout_bytes, "lo\n");
+}
+
+}  // namespace
