@@ -1,5 +1,6 @@
 // docker:// behaviour beyond the contract suite, against the real engine: the owner lease,
 // the deny-egress proof with a canary, labels, and the sandbox's configuration.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -217,6 +218,105 @@ TEST_F(Egress, ControlReachesTheCanaryTheSandboxReachesNothing) {
   // Only the loopback interface exists in the sandbox.
   auto dev = sb.run({"sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
   EXPECT_EQ(dev.stdout_bytes, "lo\n");
+}
+
+}  // namespace
+
+namespace {
+
+// ---- image pull from a local registry (Debian's docker-registry on loopback) ----
+class LocalRegistry : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SBX_REQUIRE_ENGINE();
+    if (::access("/usr/bin/docker-registry", X_OK) != 0) {
+      if (const char* req = std::getenv("SBX_REQUIRE_DOCKER"); req && std::string(req) == "1")
+        FAIL() << "docker-registry is not installed (scripts/docker-env installs it)";
+      GTEST_SKIP() << "docker-registry is not installed";
+    }
+    dir_ = trim(capture("mktemp -d"));
+    port_ = free_port();
+    const std::string config = dir_ + "/config.yml";
+    capture("printf 'version: 0.1\\nstorage:\\n  filesystem:\\n    rootdirectory: " + dir_ +
+            "/data\\nhttp:\\n  addr: 127.0.0.1:" + std::to_string(port_) + "\\n' > " + config);
+    char* args[] = {const_cast<char*>("/usr/bin/docker-registry"), const_cast<char*>("serve"),
+                    const_cast<char*>(config.c_str()), nullptr};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, (dir_ + "/log").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 2, 1);  // its access log too
+    ASSERT_EQ(posix_spawn(&pid_, args[0], &actions, nullptr, args, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    const auto start = std::chrono::steady_clock::now();
+    int status = 1;
+    while (status != 0 && std::chrono::steady_clock::now() - start < 20s) {
+      capture("curl -fsS --max-time 1 http://127.0.0.1:" + std::to_string(port_) +
+                  "/v2/ >/dev/null 2>&1",
+              &status);
+    }
+    ASSERT_EQ(status, 0) << "the local registry did not answer";
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!image_.empty()) capture("docker rmi -f " + image_ + " >/dev/null 2>&1");
+    if (!dir_.empty()) capture("rm -rf " + dir_);
+  }
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+  }
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = 0;
+  std::string image_;
+};
+
+TEST_F(LocalRegistry, AnAbsentImageIsPulledThenRuns) {
+  image_ = "127.0.0.1:" + std::to_string(port_) + "/sandboxio-test/busybox:pull-" +
+           std::to_string(::getpid());
+  int status = 0;
+  capture("docker tag " + std::string(kBusyboxImage) + " " + image_ + " && docker push " + image_ +
+              " >/dev/null && docker rmi " + image_ + " >/dev/null",
+          &status);
+  ASSERT_EQ(status, 0) << "could not push the test image to the local registry";
+  capture("docker image inspect " + image_ + " >/dev/null 2>&1", &status);
+  ASSERT_NE(status, 0) << "the image is still present locally";
+
+  auto sb = sandboxio::sync::Sandbox::create("docker://" + image_);
+  EXPECT_EQ(sb.run({"echo", "pulled"}).stdout_bytes, "pulled\n");
+  capture("docker image inspect " + image_ + " >/dev/null 2>&1", &status);
+  EXPECT_EQ(status, 0) << "create() ran without pulling the image";
+
+  // pull=never refuses instead.
+  sb.kill();
+  capture("docker rmi -f " + image_ + " >/dev/null 2>&1");
+  try {
+    (void)sandboxio::sync::Sandbox::create("docker://" + image_ + "?pull=never");
+    FAIL() << "created without the image";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::ImageNotFound);
+  }
+}
+
+TEST_F(LocalRegistry, AnImageNoRegistryHoldsIsImageNotFound) {
+  try {
+    (void)sandboxio::sync::Sandbox::create("docker://127.0.0.1:" + std::to_string(port_) +
+                                           "/sandboxio-test/absent:1");
+    FAIL() << "created from an image nobody has";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::ImageNotFound) << e.what();
+  }
 }
 
 }  // namespace
