@@ -17,6 +17,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/sinks.hpp"
+#include "sandboxio/tls.hpp"
 
 namespace sandboxio::async::detail {
 
@@ -142,7 +143,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::deque<std::string> out;
     bool writing = false;
     bool half_close = false;
-    std::string held;  // bytes the machine did not consume (backpressure)
+    std::string held;                 // bytes the machine did not consume (backpressure)
+    std::unique_ptr<TlsChannel> tls;  // tls endpoints: ciphertext on the socket
+    bool tls_ready = false;
     std::array<char, 64 * 1024> buf{};
     bool reading = false;
   };
@@ -193,7 +196,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void pump() {
     std::set<OpId> touched;
     while (true) {
-      bool progressed = false;
+      bool progressed = reoffer();
       while (auto req = machine_->poll_request()) {
         perform(std::move(*req));
         progressed = true;
@@ -208,6 +211,24 @@ class Session : public std::enable_shared_from_this<Session> {
       settle(op);
     arm_timer();
     linger();
+  }
+
+  // Offers bytes the machine held back (backpressure) again: the consumer may have made room.
+  // A connection reads again once its held bytes are all taken.
+  bool reoffer() {
+    bool any = false;
+    std::vector<ConnId> resume;
+    for (auto& [id, c] : conns_) {
+      if (c.held.empty()) continue;
+      const std::size_t used = machine_->handle_bytes(id, c.held, now());
+      if (used == 0) continue;
+      any = true;
+      c.held.erase(0, used);
+      if (c.held.empty()) resume.push_back(id);
+    }
+    for (ConnId id : resume)
+      read(id);
+    return any;
   }
 
   // While the machine has work nobody waits for (removing a half-made sandbox), the session
@@ -293,11 +314,20 @@ class Session : public std::enable_shared_from_this<Session> {
           } else if constexpr (std::is_same_v<R, request::Send>) {
             auto it = conns_.find(r.conn);
             if (it == conns_.end()) return;
-            it->second.out.push_back(std::move(r.data));
+            if (it->second.tls) {
+              it->second.tls->write(r.data);
+              it->second.out.push_back(it->second.tls->take_cipher());
+            } else {
+              it->second.out.push_back(std::move(r.data));
+            }
             write(r.conn);
           } else if constexpr (std::is_same_v<R, request::HalfClose>) {
             auto it = conns_.find(r.conn);
             if (it == conns_.end()) return;
+            if (it->second.tls) {
+              it->second.tls->close_notify();
+              it->second.out.push_back(it->second.tls->take_cipher());
+            }
             it->second.half_close = true;
             write(r.conn);
           } else if constexpr (std::is_same_v<R, request::Close>) {
@@ -312,12 +342,17 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void open(ConnId id, const Endpoint& ep) {
+    std::unique_ptr<TlsChannel> tls;
     if (ep.tls) {
-      machine_->handle_connect_failed(
-          id, Problem{errc::TlsError, "the Asio transport does not speak TLS yet", {}}, now());
-      return;
+      auto channel = TlsChannel::client(ep);
+      if (!channel) {
+        machine_->handle_connect_failed(id, channel.problem(), now());
+        return;
+      }
+      tls = std::move(channel).value();
     }
     Conn& c = conns_[id];
+    c.tls = std::move(tls);
     if (ep.kind == Endpoint::Kind::Unix) {
       asio::local::stream_protocol::endpoint local(ep.address);
       c.socket = std::make_unique<asio::generic::stream_protocol::socket>(
@@ -356,10 +391,51 @@ class Session : public std::enable_shared_from_this<Session> {
       conns_.erase(id);
       machine_->handle_connect_failed(id, Problem{errc::ConnectionFailed, ec.message(), {}}, now());
     } else {
-      machine_->handle_connected(id, now());
+      auto it = conns_.find(id);
+      if (it != conns_.end() && it->second.tls) {
+        it->second.out.push_back(it->second.tls->take_cipher());  // the ClientHello
+        write(id);
+      } else {
+        machine_->handle_connected(id, now());
+      }
       read(id);
     }
     pump();
+  }
+
+  // Bytes from the socket, through TLS when the endpoint asked for it.
+  void received(ConnId id, Conn& c, std::string_view data) {
+    if (!c.tls) {
+      const std::size_t used = machine_->handle_bytes(id, data, now());
+      if (used < data.size()) c.held.assign(data.substr(used));
+      return;
+    }
+    auto r = c.tls->feed(data);
+    if (auto cipher = c.tls->take_cipher(); !cipher.empty()) {
+      c.out.push_back(std::move(cipher));
+      write(id);
+    }
+    if (!r) {
+      if (!c.tls_ready) {
+        std::error_code ignored;
+        c.socket->close(ignored);
+        conns_.erase(id);
+        machine_->handle_connect_failed(id, r.problem(), now());
+      } else {
+        machine_->handle_eof(id, now());
+      }
+      return;
+    }
+    if (!c.tls_ready && c.tls->established()) {
+      c.tls_ready = true;
+      machine_->handle_connected(id, now());
+    }
+    c.held += c.tls->take_plain();
+    if (!c.held.empty()) {
+      const std::size_t used = machine_->handle_bytes(id, c.held, now());
+      c.held.erase(0, used);
+    }
+    if (c.tls->peer_closed() && c.held.empty()) machine_->handle_eof(id, now());
   }
 
   void read(ConnId id) {
@@ -367,23 +443,30 @@ class Session : public std::enable_shared_from_this<Session> {
     if (it == conns_.end() || it->second.reading || !it->second.held.empty()) return;
     Conn& c = it->second;
     c.reading = true;
-    c.socket->async_read_some(
-        asio::buffer(c.buf), [weak = weak_from_this(), id](std::error_code ec, std::size_t n) {
-          auto self = weak.lock();
-          if (!self) return;
-          auto cit = self->conns_.find(id);
-          if (cit == self->conns_.end()) return;
-          cit->second.reading = false;
-          if (ec) {
-            self->machine_->handle_eof(id, self->now());
-          } else {
-            const std::string_view data(cit->second.buf.data(), n);
-            const std::size_t used = self->machine_->handle_bytes(id, data, self->now());
-            if (used < n) cit->second.held.assign(data.substr(used));
-            self->read(id);
-          }
-          self->pump();
-        });
+    c.socket->async_read_some(asio::buffer(c.buf), [weak = weak_from_this(), id](std::error_code ec,
+                                                                                 std::size_t n) {
+      auto self = weak.lock();
+      if (!self) return;
+      auto cit = self->conns_.find(id);
+      if (cit == self->conns_.end()) return;
+      cit->second.reading = false;
+      if (ec) {
+        if (cit->second.tls && !cit->second.tls_ready) {
+          self->conns_.erase(cit);
+          self->machine_->handle_connect_failed(
+              id,
+              Problem{
+                  errc::TlsError, "the server closed the connection during the TLS handshake", {}},
+              self->now());
+        } else {
+          self->machine_->handle_eof(id, self->now());
+        }
+      } else {
+        self->received(id, cit->second, std::string_view(cit->second.buf.data(), n));
+        self->read(id);
+      }
+      self->pump();
+    });
   }
 
   void write(ConnId id) {

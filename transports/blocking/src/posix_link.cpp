@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sandboxio/link.hpp"
+#include "sandboxio/tls.hpp"
 
 namespace sandboxio {
 namespace {
@@ -51,7 +52,10 @@ class PosixLink final : public Link {
     bool half_close = false;  // shutdown(SHUT_WR) once `out` is empty
     std::string in;           // bytes the machine did not consume yet (backpressure)
     bool eof = false;
+    std::unique_ptr<TlsChannel> tls;  // for tls endpoints: ciphertext on fd, plaintext in `in`
+    bool tls_ready = false;
   };
+  void deliver(Machine& machine, ConnId id, Conn& c, std::string_view data);
   void open(Machine& machine, ConnId id, const Endpoint& endpoint);
   void close_conn(ConnId id);
 
@@ -68,10 +72,21 @@ void PosixLink::perform(Machine& machine, Request request) {
           open(machine, r.conn, r.endpoint);
         } else if constexpr (std::is_same_v<R, request::Send>) {
           auto it = conns_.find(r.conn);
-          if (it != conns_.end()) it->second.out += r.data;
+          if (it == conns_.end()) return;
+          if (it->second.tls) {
+            it->second.tls->write(r.data);
+            it->second.out += it->second.tls->take_cipher();
+          } else {
+            it->second.out += r.data;
+          }
         } else if constexpr (std::is_same_v<R, request::HalfClose>) {
           auto it = conns_.find(r.conn);
-          if (it != conns_.end()) it->second.half_close = true;
+          if (it == conns_.end()) return;
+          if (it->second.tls) {
+            it->second.tls->close_notify();
+            it->second.out += it->second.tls->take_cipher();
+          }
+          it->second.half_close = true;
         } else if constexpr (std::is_same_v<R, request::Close>) {
           close_conn(r.conn);
         }
@@ -80,13 +95,14 @@ void PosixLink::perform(Machine& machine, Request request) {
 }
 
 void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
+  std::unique_ptr<TlsChannel> tls;
   if (endpoint.tls) {
-    machine.handle_connect_failed(
-        id,
-        Problem{errc::TlsError, "the blocking transport does not speak TLS yet",
-                "Use a unix:// or plain tcp:// endpoint."},
-        now());
-    return;
+    auto channel = TlsChannel::client(endpoint);
+    if (!channel) {
+      machine.handle_connect_failed(id, channel.problem(), now());
+      return;
+    }
+    tls = std::move(channel).value();
   }
   int fd = -1;
   int rc = -1;
@@ -130,8 +146,50 @@ void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
   Conn c;
   c.fd = fd;
   c.connecting = rc < 0;
+  c.tls = std::move(tls);
+  if (c.tls) c.out = c.tls->take_cipher();  // the ClientHello
+  const bool tls_conn = static_cast<bool>(c.tls);
   conns_[id] = std::move(c);
-  if (rc == 0) machine.handle_connected(id, now());
+  if (rc == 0 && !tls_conn) machine.handle_connected(id, now());
+}
+
+// Bytes read from the socket: through TLS when the endpoint asked for it.
+void PosixLink::deliver(Machine& machine, ConnId id, Conn& c, std::string_view data) {
+  if (!c.tls) {
+    const std::size_t used = machine.handle_bytes(id, data, now());
+    if (used < data.size()) c.in.assign(data.substr(used));
+    return;
+  }
+  auto r = c.tls->feed(data);
+  c.out += c.tls->take_cipher();
+  if (!r) {
+    c.eof = true;
+    if (!c.tls_ready) {
+      close_conn(id);
+      machine.handle_connect_failed(id, r.problem(), now());
+    } else {
+      machine.handle_eof(id, now());
+    }
+    return;
+  }
+  if (!c.tls_ready && c.tls->established()) {
+    c.tls_ready = true;
+    machine.handle_connected(id, now());
+    auto again = conns_.find(id);
+    if (again == conns_.end()) return;
+  }
+  c.in += c.tls->take_plain();
+  if (!c.in.empty()) {
+    const std::size_t used = machine.handle_bytes(id, c.in, now());
+    auto again = conns_.find(id);
+    if (again == conns_.end()) return;
+    again->second.in.erase(0, used);
+  }
+  auto again = conns_.find(id);
+  if (again != conns_.end() && again->second.tls->peer_closed() && again->second.in.empty()) {
+    again->second.eof = true;
+    machine.handle_eof(id, now());
+  }
 }
 
 void PosixLink::close_conn(ConnId id) {
@@ -185,7 +243,7 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
         continue;
       }
       c.connecting = false;
-      machine.handle_connected(id, now());
+      if (!c.tls) machine.handle_connected(id, now());  // TLS: once the handshake is done
       continue;
     }
     if ((fds[i].revents & POLLOUT) && !c.out.empty()) {
@@ -200,12 +258,19 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
       char buf[64 * 1024];
       const ssize_t r = ::recv(c.fd, buf, sizeof buf, 0);
       if (r > 0) {
-        const std::string_view data(buf, static_cast<std::size_t>(r));
-        const std::size_t used = machine.handle_bytes(id, data, now());
-        if (used < data.size()) c.in.assign(data.substr(used));
+        deliver(machine, id, c, std::string_view(buf, static_cast<std::size_t>(r)));
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         c.eof = true;
-        machine.handle_eof(id, now());
+        if (c.tls && !c.tls_ready) {
+          close_conn(id);
+          machine.handle_connect_failed(
+              id,
+              Problem{
+                  errc::TlsError, "the server closed the connection during the TLS handshake", {}},
+              now());
+        } else {
+          machine.handle_eof(id, now());
+        }
       }
     }
   }

@@ -1,0 +1,63 @@
+// TlsChannel: a TLS client over memory buffers (OpenSSL with memory BIOs). The transports own
+// the socket; this owns the cryptography, so the blocking and the Asio transports share one
+// TLS implementation: ciphertext from the socket goes in through feed(), plaintext for the
+// machine comes out of take_plain(); plaintext from the machine goes in through write(), and
+// ciphertext for the socket comes out of take_cipher().
+//
+//   auto tls = sandboxio::TlsChannel::client(endpoint).value();
+//   send(socket, tls->take_cipher());               // ClientHello
+//   tls->feed(bytes_from_socket);                   // handshake, then application data
+//   if (tls->established()) machine.handle_connected(...);
+//
+// Trust: Endpoint::ca_file when set, else SSL_CERT_FILE / SSL_CERT_DIR, else the system store.
+// The peer's certificate must match Endpoint::server_name (or address); SNI is sent for names.
+// A client certificate is presented when Endpoint::cert_file and key_file are set.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sandboxio/machine.hpp"
+
+namespace sandboxio {
+
+class TlsChannel {
+ public:
+  /// Loads trust anchors and the client certificate: SBX_E1805 TlsError when a file is missing
+  /// or unreadable.
+  [[nodiscard]] static Result<std::unique_ptr<TlsChannel>> client(const Endpoint& endpoint);
+  ~TlsChannel();
+  TlsChannel(const TlsChannel&) = delete;
+  TlsChannel& operator=(const TlsChannel&) = delete;
+
+  /// Ciphertext read from the socket. A handshake or record failure is SBX_E1805 with the
+  /// reason (certificate verification errors name the check that failed). Sticky.
+  [[nodiscard]] Result<void> feed(std::string_view cipher);
+  /// Plaintext to send; queued until the handshake is done.
+  void write(std::string_view plain);
+  /// Sends close_notify (after the queued plaintext): the TLS form of a half-close.
+  void close_notify();
+  /// Ciphertext waiting to be written to the socket.
+  [[nodiscard]] std::string take_cipher();
+  /// Plaintext received.
+  [[nodiscard]] std::string take_plain();
+  [[nodiscard]] bool established() const noexcept { return established_; }
+  /// The peer sent close_notify: no more plaintext will come.
+  [[nodiscard]] bool peer_closed() const noexcept { return peer_closed_; }
+
+  struct State;
+
+ private:
+  explicit TlsChannel(std::unique_ptr<State> state);
+  Result<void> drive();
+  std::unique_ptr<State> state_;
+  std::string pending_;  // plaintext written before the handshake finished
+  std::string plain_;
+  bool established_ = false;
+  bool peer_closed_ = false;
+  bool close_requested_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace sandboxio

@@ -1,0 +1,198 @@
+// TlsChannel on OpenSSL memory BIOs.
+#include "sandboxio/tls.hpp"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <optional>
+
+namespace sandboxio {
+
+struct TlsChannel::State {
+  SSL_CTX* ctx = nullptr;
+  SSL* ssl = nullptr;
+  BIO* rbio = nullptr;  // ciphertext in (owned by ssl)
+  BIO* wbio = nullptr;  // ciphertext out (owned by ssl)
+  std::string name;
+  std::optional<Problem> error;
+  ~State() {
+    if (ssl) SSL_free(ssl);
+    if (ctx) SSL_CTX_free(ctx);
+  }
+};
+
+namespace {
+
+std::string openssl_errors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? std::string("no detail from OpenSSL") : out;
+}
+
+Problem tls_problem(std::string detail, std::string hint = {}) {
+  return Problem{errc::TlsError, std::move(detail), std::move(hint)};
+}
+
+bool is_ip(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+TlsChannel::TlsChannel(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TlsChannel::~TlsChannel() = default;
+
+Result<std::unique_ptr<TlsChannel>> TlsChannel::client(const Endpoint& endpoint) {
+  auto st = std::make_unique<State>();
+  ERR_clear_error();
+  st->ctx = SSL_CTX_new(TLS_client_method());
+  if (!st->ctx) return tls_problem("cannot make a TLS context: " + openssl_errors());
+  SSL_CTX_set_min_proto_version(st->ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(st->ctx, SSL_VERIFY_PEER, nullptr);
+  if (!endpoint.ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(st->ctx, endpoint.ca_file.c_str(), nullptr) != 1) {
+      return tls_problem("cannot load the CA file " + endpoint.ca_file + ": " + openssl_errors(),
+                         "Check the path (DOCKER_CERT_PATH/ca.pem for Docker) and that it holds "
+                         "PEM certificates.");
+    }
+  } else if (SSL_CTX_set_default_verify_paths(st->ctx) != 1) {
+    return tls_problem("cannot load the system CA store: " + openssl_errors(),
+                       "Install ca-certificates, or set SSL_CERT_FILE.");
+  }
+  if (!endpoint.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(st->ctx, endpoint.cert_file.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(st->ctx, endpoint.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(st->ctx) != 1) {
+      return tls_problem("cannot load the client certificate " + endpoint.cert_file + " and key " +
+                             endpoint.key_file + ": " + openssl_errors(),
+                         "Check DOCKER_CERT_PATH: it must hold cert.pem and key.pem.");
+    }
+  }
+  st->ssl = SSL_new(st->ctx);
+  if (!st->ssl) return tls_problem("cannot make a TLS session: " + openssl_errors());
+  st->rbio = BIO_new(BIO_s_mem());
+  st->wbio = BIO_new(BIO_s_mem());
+  if (!st->rbio || !st->wbio) {
+    if (st->rbio) BIO_free(st->rbio);
+    if (st->wbio) BIO_free(st->wbio);
+    return tls_problem("cannot make TLS buffers");
+  }
+  SSL_set_bio(st->ssl, st->rbio, st->wbio);
+  SSL_set_connect_state(st->ssl);
+  st->name = endpoint.server_name.empty() ? endpoint.address : endpoint.server_name;
+  if (is_ip(st->name)) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(st->ssl);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, st->name.c_str()) != 1)
+      return tls_problem("cannot verify the address " + st->name);
+  } else {
+    SSL_set_tlsext_host_name(st->ssl, st->name.c_str());
+    if (SSL_set1_host(st->ssl, st->name.c_str()) != 1)
+      return tls_problem("cannot verify the host name " + st->name);
+  }
+  auto channel = std::unique_ptr<TlsChannel>(new TlsChannel(std::move(st)));
+  if (auto r = channel->drive(); !r) return r.problem();  // the ClientHello
+  return channel;
+}
+
+Result<void> TlsChannel::drive() {
+  State& st = *state_;
+  if (st.error) return *st.error;
+  ERR_clear_error();
+  if (!established_) {
+    const int r = SSL_do_handshake(st.ssl);
+    if (r == 1) {
+      established_ = true;
+    } else {
+      const int e = SSL_get_error(st.ssl, r);
+      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        const long verify = SSL_get_verify_result(st.ssl);
+        std::string detail = "the TLS handshake with " + st.name + " failed: ";
+        if (verify != X509_V_OK) {
+          detail +=
+              std::string("certificate verification: ") + X509_verify_cert_error_string(verify);
+        } else {
+          detail += openssl_errors();
+        }
+        st.error = tls_problem(std::move(detail),
+                               "Check the server's certificate and name, and the CA given "
+                               "(ca_file, SSL_CERT_FILE or DOCKER_CERT_PATH).");
+        return *st.error;
+      }
+    }
+  }
+  if (!established_) return {};
+  while (!pending_.empty()) {
+    const int n = SSL_write(st.ssl, pending_.data(), static_cast<int>(pending_.size()));
+    if (n <= 0) {
+      st.error = tls_problem("TLS write failed: " + openssl_errors());
+      return *st.error;
+    }
+    pending_.erase(0, static_cast<std::size_t>(n));
+  }
+  if (close_requested_ && !closed_) {
+    closed_ = true;
+    (void)SSL_shutdown(st.ssl);
+  }
+  char buf[16 * 1024];
+  while (!peer_closed_) {
+    const int n = SSL_read(st.ssl, buf, sizeof buf);
+    if (n > 0) {
+      plain_.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    const int e = SSL_get_error(st.ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+    if (e == SSL_ERROR_ZERO_RETURN) {
+      peer_closed_ = true;
+      break;
+    }
+    st.error = tls_problem("TLS read failed: " + openssl_errors());
+    return *st.error;
+  }
+  return {};
+}
+
+Result<void> TlsChannel::feed(std::string_view cipher) {
+  State& st = *state_;
+  if (st.error) return *st.error;
+  while (!cipher.empty()) {
+    const int n = BIO_write(st.rbio, cipher.data(), static_cast<int>(cipher.size()));
+    if (n <= 0) return tls_problem("cannot buffer TLS input");
+    cipher.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return drive();
+}
+
+void TlsChannel::write(std::string_view plain) {
+  pending_.append(plain);
+  (void)drive();
+}
+
+void TlsChannel::close_notify() {
+  close_requested_ = true;
+  (void)drive();
+}
+
+std::string TlsChannel::take_cipher() {
+  std::string out;
+  const std::size_t n = BIO_ctrl_pending(state_->wbio);
+  if (n == 0) return out;
+  out.resize(n);
+  const int got = BIO_read(state_->wbio, out.data(), static_cast<int>(n));
+  out.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return out;
+}
+
+std::string TlsChannel::take_plain() {
+  return std::exchange(plain_, {});
+}
+
+}  // namespace sandboxio
