@@ -320,3 +320,36 @@ TEST_F(LocalRegistry, AnImageNoRegistryHoldsIsImageNotFound) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(DockerSweep, UnstartedContainersOfGoneOwnersAreRemovedOthersKept) {
+  SBX_REQUIRE_ENGINE();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a pid that is surely gone
+  auto make = [&](const std::string& owner) {
+    return trim(
+        capture("docker create --label io.sandboxio.managed=true --label "
+                "io.sandboxio.owner=" +
+                owner + " " + kBusyboxImage + " true"));
+  };
+  const std::string orphan = make(std::string(host) + ":" + std::to_string(child));
+  const std::string living = make(std::string(host) + ":1");  // init never dies
+  const std::string foreign = make("another-host:" + std::to_string(child));
+  ASSERT_FALSE(orphan.empty());
+  {
+    auto sb = sandboxio::sync::Sandbox::create(kDsn);
+    const auto start = std::chrono::steady_clock::now();
+    while (container_exists(orphan) && std::chrono::steady_clock::now() - start < 10s) {
+    }
+  }
+  EXPECT_FALSE(container_exists(orphan)) << "an unstarted container of a gone owner remains";
+  EXPECT_TRUE(container_exists(living)) << "the sweep removed a living owner's container";
+  EXPECT_TRUE(container_exists(foreign)) << "the sweep judged another host's owner";
+  capture("docker rm -f " + living + " " + foreign + " >/dev/null 2>&1");
+}
+
+}  // namespace

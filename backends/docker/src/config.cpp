@@ -1,7 +1,10 @@
 // docker:// configuration: the DSN's options and Docker's own environment variables
 // (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). This is the driver side of the backend:
 // it reads the environment, the process id and the clock once, and hands values to the machine.
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdlib>
@@ -147,6 +150,14 @@ Result<Config> config_for(const Dsn& dsn) {
   c.pull_missing = pull == "missing";
   c.owner = owner_id();
   c.session = session_id();
+  c.owner_gone = [](std::string_view owner) {
+    const std::size_t colon = owner.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    const std::string mine = owner_id();
+    if (owner.substr(0, colon) != std::string_view(mine).substr(0, mine.rfind(':'))) return false;
+    const long pid = std::strtol(std::string(owner.substr(colon + 1)).c_str(), nullptr, 10);
+    return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  };
   c.unix_now = [] {
     return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                          std::chrono::system_clock::now().time_since_epoch())

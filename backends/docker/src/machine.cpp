@@ -303,6 +303,7 @@ class DockerMachine final : public Machine {
     op.create_timeout = options.create_timeout;
     op.deadline = now + std::chrono::duration_cast<nanoseconds>(options.create_timeout);
     create_container(id, /*pulled=*/false, now);
+    sweep_unstarted();
     return id;
   }
 
@@ -1254,6 +1255,29 @@ class DockerMachine final : public Machine {
     };
   }
 
+  // Containers created but never started by owners that are gone (a process killed between
+  // create and start): removed in the background, on this engine, once per machine.
+  void sweep_unstarted() {
+    if (!config_.owner_gone || swept_) return;
+    swept_ = true;
+    const std::string filters = R"({"label":["io.sandboxio.managed=true"],"status":["created"]})";
+    call(0, "GET", path("/containers/json?all=1&filters=" + percent_encode(filters)), {},
+         [this](Result<Reply> r, Instant) {
+           if (!r || r.value().status != 200) return;
+           auto doc = json::parse(r.value().body);
+           if (!doc || !doc.value().is_array()) return;
+           for (const auto& c : doc.value().items()) {
+             const json::Value* labels = c.find("Labels");
+             const auto owner = labels ? labels->string_at(labels::kOwner) : std::nullopt;
+             const auto id = c.string_at("Id");
+             if (!owner || !id || id->find_first_of("/?#") != std::string_view::npos) continue;
+             if (!config_.owner_gone(*owner)) continue;
+             call(0, "DELETE", path("/containers/" + std::string(*id) + "?force=1&v=1"), {},
+                  [](Result<Reply>, Instant) {});
+           }
+         });
+  }
+
   // The owner lease: the container's stdin, attached before start and held open for the
   // machine's life. When this process dies, the stream closes and the container ends.
   void attach_lease(OpId id, Instant now) {
@@ -1754,6 +1778,7 @@ class DockerMachine final : public Machine {
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
   bool gone_ = false;
+  bool swept_ = false;
   ConnId lease_ = 0;
   std::map<OpId, Op> ops_{};
   std::map<std::uint64_t, Exec> execs_{};

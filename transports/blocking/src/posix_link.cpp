@@ -200,6 +200,16 @@ void PosixLink::close_conn(ConnId id) {
 }
 
 void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
+  // Bytes held back (backpressure) go first: the consumer may have made room since. Progress
+  // here means there is no reason to block.
+  bool progressed = false;
+  for (auto& [id, c] : conns_) {
+    if (c.in.empty()) continue;
+    const std::size_t used = machine.handle_bytes(id, c.in, now());
+    c.in.erase(0, used);
+    progressed = progressed || used != 0;
+  }
+  if (progressed) return;
   std::vector<pollfd> fds;
   std::vector<ConnId> ids;
   for (auto& [id, c] : conns_) {

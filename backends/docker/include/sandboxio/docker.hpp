@@ -47,6 +47,9 @@ struct Config {
   std::string session{};
   /// Wall-clock seconds, for the created label. Supplied by the driver side.
   std::function<std::int64_t()> unix_now{};
+  /// True when the owner named by an io.sandboxio.owner label ("host:pid") is known to be gone.
+  /// Containers created but never started by gone owners are swept on create. Null: no sweep.
+  std::function<bool(std::string_view owner)> owner_gone{};
 };
 
 /// Reads the endpoint from the DSN's host option, else DOCKER_HOST / DOCKER_TLS_VERIFY /
