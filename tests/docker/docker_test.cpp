@@ -114,6 +114,14 @@ TEST(DockerConfig, LabelsLimitsAndHardening) {
   auto r = sb.run({"python3", "-c", "b = bytearray(300 * 1024 * 1024); print(len(b))"});
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.exit_code, 137);
+  EXPECT_EQ(r.termination, sandboxio::Termination::OutOfMemory)
+      << "ended as " << to_string(r.termination);
+  // A SIGKILL that is not the memory limit stays a signal.
+  auto k = sb.run({"sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(k.termination, sandboxio::Termination::Signalled);
+  EXPECT_EQ(k.signal, 9);
+  // ... and the sandbox goes on.
+  EXPECT_TRUE(sb.run({"true"}).ok());
 }
 
 TEST(DockerConfig, MissingImageIsImageNotFound) {

@@ -158,11 +158,7 @@ Result<Config> config_for(const Dsn& dsn) {
     const long pid = std::strtol(std::string(owner.substr(colon + 1)).c_str(), nullptr, 10);
     return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
   };
-  c.unix_now = [] {
-    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count());
-  };
+  c.wall_clock = [] { return std::chrono::system_clock::now(); };
   return c;
 }
 

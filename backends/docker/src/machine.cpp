@@ -720,6 +720,7 @@ class DockerMachine final : public Machine {
     std::size_t out_limit = kInternalOutputLimit;
     std::optional<Instant> reinspect_at{};
     std::optional<Instant> backstop_at{};
+    std::optional<std::chrono::system_clock::time_point> wall_started{};
     std::function<void(Result<ExecDone>, Instant)> then{};
   };
 
@@ -839,6 +840,21 @@ class DockerMachine final : public Machine {
 
   static Problem missing_file(const std::string& file) {
     return Problem{errc::FileNotFound, "\"" + file + "\" does not exist in the sandbox", {}};
+  }
+
+  std::int64_t unix_seconds() const {
+    if (!config_.wall_clock) return 0;
+    return std::chrono::duration_cast<std::chrono::seconds>(config_.wall_clock().time_since_epoch())
+        .count();
+  }
+
+  // A timestamp for the Engine API's since/until: seconds with nanoseconds.
+  static std::string api_time(std::chrono::system_clock::time_point t) {
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    std::string frac = std::to_string(ns % 1'000'000'000);
+    frac.insert(0, 9 - frac.size(), '0');
+    return std::to_string(ns / 1'000'000'000) + "." + frac;
   }
 
   std::string short_id() const { return container_.substr(0, 12); }
@@ -1124,7 +1140,7 @@ class DockerMachine final : public Machine {
     w.key(labels::kManaged).value("true");
     w.key(labels::kOwner).value(config_.owner);
     w.key(labels::kSession).value(config_.session);
-    w.key(labels::kCreated).value(std::to_string(config_.unix_now ? config_.unix_now() : 0));
+    w.key(labels::kCreated).value(std::to_string(unix_seconds()));
     w.key(labels::kLifetime).value(std::to_string(secs));
     w.key("io.sandboxio.lease").value(lease ? "owner" : "none");
     w.end_object();
@@ -1384,6 +1400,7 @@ class DockerMachine final : public Machine {
     e.workdir = std::move(command.workdir);
     e.attach_stdin = !command.stdin_data.empty();
     e.stdin_data = std::move(command.stdin_data);
+    if (config_.wall_clock) e.wall_started = config_.wall_clock();
     op.exec = launch(std::move(e), now);
     return id;
   }
@@ -1653,7 +1670,7 @@ class DockerMachine final : public Machine {
         Exec done = std::move(ex);
         erase_exec(key);
         gone_ = true;
-        if (done.user) return finish_user_exec(done, std::nullopt, t, /*gone=*/true);
+        if (done.user) return finish_user_exec(done, std::nullopt, t, Termination::SandboxGone);
         if (done.then) done.then(gone_problem(), t);
         return;
       }
@@ -1697,8 +1714,14 @@ class DockerMachine final : public Machine {
                  gone = !st || st->bool_at("Running") != true;
                }
                if (gone_ || (expires_at_ && t2 >= *expires_at_)) gone = true;
-               if (gone) gone_ = true;
-               finish_user_exec(done, gone ? std::nullopt : code, t2, gone);
+               if (gone) {
+                 gone_ = true;
+                 return finish_user_exec(done, std::nullopt, t2, Termination::SandboxGone);
+               }
+               if (code == 137 && done.wall_started && config_.wall_clock) {
+                 return check_oom(std::move(done), *code, t2);
+               }
+               finish_user_exec(done, code, t2);
              });
         return;
       }
@@ -1706,7 +1729,27 @@ class DockerMachine final : public Machine {
     });
   }
 
-  void finish_user_exec(Exec& e, std::optional<int> code, Instant now, bool gone = false) {
+  // A SIGKILL while the container runs on: was it the memory limit? The daemon's event log
+  // says, for the command's time window (an exec's OOM kill leaves the container running).
+  void check_oom(Exec done, int code, Instant now) {
+    (void)now;
+    const std::string filters =
+        R"({"container":[")" + container_ + R"("],"type":["container"],"event":["oom"]})";
+    const std::string target =
+        path("/events?since=" + api_time(*done.wall_started) +
+             "&until=" + api_time(config_.wall_clock()) + "&filters=" + percent_encode(filters));
+    const OpId opid = done.op;
+    call(opid, "GET", target, {},
+         [this, done = std::move(done), code](Result<Reply> r, Instant t) mutable {
+           const bool oom =
+               r && r.value().status == 200 && r.value().body.find("\"oom\"") != std::string::npos;
+           finish_user_exec(done, code, t,
+                            oom ? std::optional(Termination::OutOfMemory) : std::nullopt);
+         });
+  }
+
+  void finish_user_exec(Exec& e, std::optional<int> code, Instant now,
+                        std::optional<Termination> why = std::nullopt) {
     auto it = ops_.find(e.op);
     if (it == ops_.end()) return;
     Op& op = it->second;
@@ -1718,8 +1761,8 @@ class DockerMachine final : public Machine {
       r.stdout_bytes = std::move(op.out);
       r.stderr_bytes = std::move(op.err);
     }
-    if (gone) {
-      r.termination = Termination::SandboxGone;
+    if (why) {
+      r.termination = *why;
     } else if (op.forced) {
       r.termination = *op.forced;
     } else if (code && *code > 128 && *code <= 128 + 64) {

@@ -14,6 +14,7 @@
 // What each declares and refuses: docs/reference/backends/docker.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,8 +46,9 @@ struct Config {
   std::string owner{};
   /// Random per process: labels containers and makes exec tokens unique.
   std::string session{};
-  /// Wall-clock seconds, for the created label. Supplied by the driver side.
-  std::function<std::int64_t()> unix_now{};
+  /// The wall clock, for the created label and for asking the daemon's event log about a
+  /// command's time window (out-of-memory kills). Supplied by the driver side; null: unknown.
+  std::function<std::chrono::system_clock::time_point()> wall_clock{};
   /// True when the owner named by an io.sandboxio.owner label ("host:pid") is known to be gone.
   /// Containers created but never started by gone owners are swept on create. Null: no sweep.
   std::function<bool(std::string_view owner)> owner_gone{};
