@@ -11,6 +11,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sync.hpp"
+#include "sandboxio/tls.hpp"
 
 namespace sandboxio::contract {
 namespace {
@@ -96,6 +97,8 @@ auto get(F&& future) {
 }
 
 struct Io {
+  // OpenSSL first: its exit handler then runs after this thread was joined (see tls.hpp).
+  bool tls_ready = (tls_global_init(), true);
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   std::thread thread{[this] { io.run(); }};

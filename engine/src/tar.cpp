@@ -24,7 +24,7 @@ bool fits_octal(std::uint64_t value, std::size_t width) {
 }
 
 void put_string(char* field, std::size_t width, std::string_view s) {
-  std::memcpy(field, s.data(), std::min(width, s.size()));
+  if (!s.empty()) std::memcpy(field, s.data(), std::min(width, s.size()));
 }
 
 std::uint32_t checksum(const char* block) {

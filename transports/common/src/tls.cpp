@@ -47,6 +47,10 @@ bool is_ip(const std::string& host) {
 
 }  // namespace
 
+void tls_global_init() {
+  OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);
+}
+
 TlsChannel::TlsChannel(std::unique_ptr<State> state) : state_(std::move(state)) {}
 TlsChannel::~TlsChannel() = default;
 

@@ -22,6 +22,11 @@
 
 namespace sandboxio {
 
+/// Initialises OpenSSL now (it also happens on first use). A program that joins its I/O
+/// threads during static destruction calls this before starting them, so that OpenSSL's exit
+/// handler runs after those threads ended and their per-thread state is released.
+void tls_global_init();
+
 class TlsChannel {
  public:
   /// Loads trust anchors and the client certificate: SBX_E1805 TlsError when a file is missing
