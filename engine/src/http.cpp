@@ -37,6 +37,11 @@ struct Callbacks {
     return 0;
   }
   static int on_status(llhttp_t* p, const char*, std::size_t n) { return head_bytes(self(p), n); }
+  static int on_url(llhttp_t* p, const char* at, std::size_t n) {
+    ResponseParser& r = self(p);
+    r.target_.append(at, n);
+    return head_bytes(r, n);
+  }
   static int on_header_field(llhttp_t* p, const char* at, std::size_t n) {
     ResponseParser& r = self(p);
     if (r.headers_.empty() || r.in_value_) r.headers_.push_back({});
@@ -55,6 +60,7 @@ struct Callbacks {
     ResponseParser& r = self(p);
     r.head_done_ = true;
     r.status_ = p->status_code;
+    if (r.requests_) r.method_ = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
     r.keep_alive_ = llhttp_should_keep_alive(p) != 0;
     // 1: this response has no body (HEAD); an upgrade is handled by llhttp itself.
     return r.no_body_ ? 1 : 0;
@@ -77,7 +83,10 @@ struct Callbacks {
   }
 };
 
-ResponseParser::ResponseParser(ParserLimits limits) : limits_(limits), state_(new State) {
+ResponseParser::ResponseParser(ParserLimits limits) : ResponseParser(limits, false) {}
+
+ResponseParser::ResponseParser(ParserLimits limits, bool requests)
+    : requests_(requests), limits_(limits), state_(new State) {
   reset();
 }
 ResponseParser::~ResponseParser() {
@@ -87,12 +96,13 @@ ResponseParser::~ResponseParser() {
 void ResponseParser::reset() {
   llhttp_settings_init(&state_->settings);
   state_->settings.on_status = &Callbacks::on_status;
+  state_->settings.on_url = &Callbacks::on_url;
   state_->settings.on_header_field = &Callbacks::on_header_field;
   state_->settings.on_header_value = &Callbacks::on_header_value;
   state_->settings.on_headers_complete = &Callbacks::on_headers_complete;
   state_->settings.on_body = &Callbacks::on_body;
   state_->settings.on_message_complete = &Callbacks::on_message_complete;
-  llhttp_init(&state_->parser, HTTP_RESPONSE, &state_->settings);
+  llhttp_init(&state_->parser, requests_ ? HTTP_REQUEST : HTTP_RESPONSE, &state_->settings);
   state_->parser.data = this;
   no_body_ = false;
   head_done_ = complete_ = upgraded_ = keep_alive_ = body_full_ = in_value_ = false;
@@ -100,6 +110,8 @@ void ResponseParser::reset() {
   head_bytes_ = 0;
   headers_.clear();
   body_.clear();
+  method_.clear();
+  target_.clear();
   error_.reset();
 }
 

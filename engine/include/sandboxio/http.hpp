@@ -76,8 +76,13 @@ class ResponseParser {
 
   struct State;  // llhttp's parser and settings (private)
 
+ protected:
+  ResponseParser(ParserLimits limits, bool requests);
+  std::string method_{}, target_{};
+
  private:
   friend struct Callbacks;
+  bool requests_ = false;
   ParserLimits limits_;
   State* state_;
   bool no_body_ = false;
@@ -89,6 +94,16 @@ class ResponseParser {
   bool in_value_ = false;
   Bytes body_;
   std::optional<Problem> error_;
+};
+
+/// Parses requests (the MCP server's Streamable HTTP) with the same interface; status() is 0.
+class RequestParser : public ResponseParser {
+ public:
+  explicit RequestParser(ParserLimits limits = {}) : ResponseParser(limits, true) {}
+  /// "POST", "GET", ... once head_done().
+  [[nodiscard]] const std::string& method() const& noexcept { return method_; }
+  /// The request target, "/mcp?x=1".
+  [[nodiscard]] const std::string& target() const& noexcept { return target_; }
 };
 
 /// Splits a byte stream into lines on '\n' (not on chunk boundaries), for NDJSON streams.
