@@ -421,3 +421,16 @@ TEST_F(FakeSync, OperationsInFlightAreBounded) {
 }
 
 }  // namespace
+
+// A command that finishes at once still hands its output to next(): nothing is dropped
+// because the process ended before the first read.
+TEST(FakeSyncStream, AStreamThatEndsAtOnceKeepsItsOutput) {
+  auto sb = sandboxio::sync::Sandbox::create("fake://");
+  auto p = sb.stream({"sh", "-c", "echo out; echo err >&2; exit 7"});
+  std::string out, err;
+  while (auto c = p.next())
+    (c->stream == sandboxio::StreamKind::Stdout ? out : err) += c->data;
+  EXPECT_EQ(out, "out\n");
+  EXPECT_EQ(err, "err\n");
+  EXPECT_EQ(p.wait().exit_code, 7);
+}

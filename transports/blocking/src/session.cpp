@@ -44,6 +44,11 @@ bool Session::finished(OpId op) const {
   return it == inbox_.end() || it->second.done || it->second.failed || it->second.cancelled;
 }
 
+bool Session::refused(OpId op) const {
+  auto it = inbox_.find(op);
+  return it != inbox_.end() && it->second.failed && it->second.chunks.empty();
+}
+
 void Session::deliver_record(event::Record ev) {
   ev.record.started = link_->wall(ev.started);
   if (!audit_) return;

@@ -39,6 +39,8 @@ class Session {
   std::optional<OutputChunk> next_chunk(OpId op);
   /// True when op's final value or failure has arrived.
   bool finished(OpId op) const;
+  /// Failed before producing anything (a refusal: capability, bad command, gone sandbox).
+  bool refused(OpId op) const;
   /// Cancels op and waits, bounded by SBX_TEARDOWN_GRACE, for the machine to confirm.
   void cancel(OpId op);
   /// Forgets an operation whose outcome nobody will read.

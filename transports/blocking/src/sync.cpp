@@ -184,13 +184,10 @@ Process Sandbox::stream(Command command) {
   const OpId op =
       session_->track(session_->machine().submit_stream(std::move(command), session_->now()));
   // An immediate refusal (capability, bad command) is thrown here, not at the first next().
-  if (session_->finished(op)) {
+  // A command that already finished keeps its output for next().
+  if (session_->refused(op)) {
     auto r = session_->wait_result(op);
     if (!r) r.problem().raise();
-    Process p(session_, op);
-    p.result_ = take<ExecResult>(std::move(r).value(), "stream()");
-    p.finished_ = true;
-    return p;
   }
   return Process(session_, op);
 }

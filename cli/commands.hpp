@@ -1,0 +1,24 @@
+// The subcommands of the sandboxio command line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sandboxio::cli {
+
+struct RunArgs {
+  std::string backend;
+  double timeout_seconds = 60;
+  std::vector<std::string> allow;
+  std::vector<std::string> env;
+  std::vector<std::string> files;
+  std::string routing, tool = "run", tenant = "*";
+  bool json = false;
+  std::vector<std::string> command;
+};
+
+int run(const RunArgs& args);
+int routing_check(const std::string& file, bool json);
+int doctor(bool json, const std::string& image);
+
+}  // namespace sandboxio::cli

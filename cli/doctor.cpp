@@ -1,0 +1,152 @@
+// sandboxio doctor: a verdict per backend and per check, each failing check with a fix hint.
+// Credentials are named, never printed; no check costs money.
+#include <cstdlib>
+#include <iostream>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "sandboxio/config.hpp"
+#include "sandboxio/json_writer.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace sandboxio::cli {
+namespace {
+
+struct Check {
+  std::string name;
+  bool ok = false;
+  std::string detail;
+  std::string hint;
+};
+
+struct Verdict {
+  std::string backend;
+  bool installed = true;  // built into this sandboxio
+  std::vector<Check> checks;
+  bool ok() const {
+    for (const auto& c : checks)
+      if (!c.ok) return false;
+    return true;
+  }
+};
+
+std::string docker_socket() {
+  const char* host = std::getenv("DOCKER_HOST");
+  if (host && std::string_view(host).starts_with("unix://")) return std::string(host + 7);
+  return "/var/run/docker.sock";
+}
+
+Verdict check_docker(const std::string& image) {
+  Verdict v{"docker", true, {}};
+  const char* host = std::getenv("DOCKER_HOST");
+  const bool remote = host && *host && !std::string_view(host).starts_with("unix://");
+  std::string dsn = "docker://" + image;
+  if (!remote) {
+    const std::string socket = docker_socket();
+    const auto ping = docker_local_get("/_ping", socket);
+    if (!ping) {
+      v.checks.push_back({"engine reachable", false, "nothing answers on unix://" + socket,
+                          "Start the engine: `sudo systemctl start docker`, or `dockerd &`; "
+                          "scripts/docker-env installs and starts one."});
+      return v;
+    }
+    v.checks.push_back({"engine reachable", true, "unix://" + socket, {}});
+    std::string version;
+    const std::size_t at = ping->headers.find("Api-Version: ");
+    if (at != std::string::npos)
+      version = ping->headers.substr(at + 13, ping->headers.find('\r', at) - at - 13);
+    const bool new_enough = !version.empty() && std::stod(version) >= 1.41 - 1e-9;
+    v.checks.push_back({"API version", new_enough, version.empty() ? "unknown" : version,
+                        new_enough ? ""
+                                   : "sandboxio speaks API 1.41: upgrade to Docker 20.10 "
+                                     "or newer."});
+    const bool present = local_image_present(image);
+    v.checks.push_back({"image " + image, present, present ? "present" : "absent",
+                        present ? ""
+                                : "Pull or build it first (docker pull " + image +
+                                      "), or name another with --image."});
+    if (!present) return v;
+  } else {
+    v.checks.push_back({"engine address", true, std::string("DOCKER_HOST=") + host, {}});
+  }
+  try {
+    CreateOptions o;
+    o.lifetime = std::chrono::seconds(60);
+    auto sb = sync::Sandbox::create(dsn, o);
+    const auto r = sb.run({"true"});
+    const auto info = sb.info();
+    v.checks.push_back({"create with network none", r.ok() && info.network.denies_all(),
+                        "made " + sb.id().substr(0, 12) + " with network " +
+                            info.network.describe() + ", ran `true`: exit " +
+                            std::to_string(r.exit_code.value_or(-1)),
+                        r.ok() ? "" : "Read the engine's log; the image must have /bin/true."});
+  } catch (const Error& e) {
+    v.checks.push_back(
+        {"create with network none", false, e.what(), std::string(error_info(e.sbx_code()).hint)});
+  }
+  return v;
+}
+
+Verdict check_e2b() {
+  Verdict v{"e2b", false, {}};
+  const bool key = std::getenv("E2B_API_KEY") && *std::getenv("E2B_API_KEY");
+  v.checks.push_back({"E2B_API_KEY", key, key ? "set (value not shown)" : "not set",
+                      key ? "" : "Set E2B_API_KEY to use e2b:// (the value is never printed)."});
+  v.checks.push_back({"backend built in", false, "e2b:// is not in this release yet",
+                      "It lands with the SANDBOXIO_WITH_E2B build option."});
+  return v;
+}
+
+Verdict check_fake() {
+  Verdict v{"fake", true, {}};
+  try {
+    auto sb = sync::Sandbox::create("fake://");
+    v.checks.push_back(
+        {"create and run", sb.run({"true"}).ok(), "deterministic, no real code", {}});
+  } catch (const Error& e) {
+    v.checks.push_back({"create and run", false, e.what(), {}});
+  }
+  return v;
+}
+
+}  // namespace
+
+int doctor(bool json, const std::string& image) {
+  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_fake()};
+  bool failed = false;
+  for (const auto& v : verdicts)
+    failed = failed || (v.installed && !v.ok());
+  if (json) {
+    JsonWriter w;
+    w.begin_object().key("ok").value(!failed).key("backends").begin_array();
+    for (const auto& v : verdicts) {
+      w.begin_object().key("backend").value(v.backend).key("installed").value(v.installed);
+      w.key("ok").value(v.ok()).key("checks").begin_array();
+      for (const auto& c : v.checks) {
+        w.begin_object().key("check").value(c.name).key("ok").value(c.ok);
+        w.key("detail").value(c.detail);
+        if (!c.hint.empty()) w.key("hint").value(c.hint);
+        w.end_object();
+      }
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+    std::cout << w.str() << "\n";
+    return failed ? 1 : 0;
+  }
+  const Style out = style_for(stdout);
+  for (const auto& v : verdicts) {
+    const std::string verdict = v.ok()        ? out.ok("ok")
+                                : v.installed ? out.bad("FAILING")
+                                              : out.dim("not available");
+    std::cout << v.backend << ": " << verdict << "\n";
+    for (const auto& c : v.checks) {
+      std::cout << "  " << (c.ok ? out.ok("ok  ") : out.bad("FAIL")) << " " << c.name << ": "
+                << c.detail << "\n";
+      if (!c.ok && !c.hint.empty()) std::cout << "       fix: " << c.hint << "\n";
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace sandboxio::cli

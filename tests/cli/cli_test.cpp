@@ -1,0 +1,242 @@
+// The sandboxio command line, run as a user runs it: exit codes, separate streams, --json
+// parsed, colour only on a terminal (checked under a pseudo-terminal), doctor's verdict when
+// the engine is unreachable, and routing check.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <simdjson.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../docker/docker_support.hpp"
+
+extern char** environ;
+
+namespace {
+
+struct Ran {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string drain(int fd) {
+  std::string s;
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0)
+    s.append(buf, static_cast<std::size_t>(n));
+  return s;
+}
+
+std::vector<char*> env_with(const std::vector<std::string>& extra, std::vector<std::string>& keep) {
+  keep.clear();
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    bool overridden = false;
+    for (const auto& x : extra)
+      overridden = overridden || kv.substr(0, kv.find('=')) == x.substr(0, x.find('='));
+    if (!overridden) keep.push_back(kv);
+  }
+  for (const auto& x : extra)
+    keep.push_back(x);
+  std::vector<char*> out;
+  for (auto& s : keep)
+    out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Runs the CLI with separate pipes for stdout and stderr (read one after the other: the
+// outputs here are small).
+Ran cli(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  int out[2], err[2];
+  EXPECT_EQ(::pipe(out), 0);
+  EXPECT_EQ(::pipe(err), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, err[0]);
+  args.insert(args.begin(), SBX_CLI);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> keep;
+  auto envp = env_with(env, keep);
+  pid_t pid = 0;
+  Ran r;
+  if (posix_spawn(&pid, SBX_CLI, &fa, nullptr, argv.data(), envp.data()) != 0) return r;
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  r.out = drain(out[0]);
+  r.err = drain(err[0]);
+  ::close(out[0]);
+  ::close(err[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// Runs the CLI on a pseudo-terminal: what a person sees.
+Ran on_terminal(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  Ran r;
+  int master = -1;
+  std::vector<std::string> keep;
+  auto envp = env_with(env, keep);
+  args.insert(args.begin(), SBX_CLI);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    ::execve(SBX_CLI, argv.data(), envp.data());
+    ::_exit(127);
+  }
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO once the child closed the terminal
+    r.out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(master);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+simdjson::dom::element parse(simdjson::dom::parser& p, const std::string& text) {
+  simdjson::dom::element e;
+  EXPECT_FALSE(p.parse(text).get(e)) << text;
+  return e;
+}
+
+TEST(Cli, RunPropagatesExitCodesAndKeepsStreamsApart) {
+  const Ran r = cli({"run", "-b", "fake://", "--", "sh", "-c", "echo out; echo err >&2; exit 7"});
+  EXPECT_EQ(r.status, 7);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_NE(r.err.find("err\n"), std::string::npos);
+  EXPECT_EQ(r.err.find("out"), std::string::npos);
+  EXPECT_EQ(cli({"run", "-b", "fake://", "--", "true"}).status, 0);
+  const Ran timeout = cli({"run", "-b", "fake://", "-t", "0.2", "--", "sleep", "30"});
+  EXPECT_EQ(timeout.status, 124);
+  EXPECT_NE(timeout.err.find("timeout"), std::string::npos);
+}
+
+TEST(Cli, RunJsonIsOneParsableResult) {
+  const Ran r = cli({"run", "--json", "-b", "fake://", "-e", "WHO=json", "--", "sh", "-c",
+                     "echo $WHO; echo e >&2; exit 3"});
+  EXPECT_EQ(r.status, 3);
+  simdjson::dom::parser p;
+  auto doc = parse(p, r.out);
+  EXPECT_EQ(int64_t(doc["exit_code"]), 3);
+  EXPECT_EQ(std::string_view(doc["termination"]), "exited");
+  EXPECT_EQ(std::string_view(doc["stdout"]), "json\n");
+  EXPECT_EQ(std::string_view(doc["stderr"]), "e\n");
+  EXPECT_EQ(std::string_view(doc["backend"]), "fake");
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(cli({}).status, 2);
+  EXPECT_EQ(cli({"run"}).status, 2);
+  EXPECT_EQ(cli({"frobnicate"}).status, 2);
+  EXPECT_EQ(cli({"run", "-b", "fake://", "--env", "NOEQUALS", "--", "true"}).status, 2);
+}
+
+TEST(Cli, RunOnDockerWithAFileCopiedIn) {
+  SBX_REQUIRE_ENGINE();
+  const std::string local = "/tmp/sbx-cli-test-" + std::to_string(::getpid());
+  std::ofstream(local) << "from the host\n";
+  const Ran r =
+      cli({"run", "-b", std::string("docker://") + sandboxio::testing::kPythonImage, "--file",
+           local + ":/tmp/in.txt", "--", "sh", "-c", "cat /tmp/in.txt; echo to-err >&2; exit 5"});
+  ::unlink(local.c_str());
+  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_EQ(r.out, "from the host\n");
+  EXPECT_EQ(r.err, "to-err\n");
+}
+
+TEST(Cli, DoctorFailsWithAHintWhenTheEngineIsUnreachable) {
+  const Ran r = cli({"doctor", "--json"}, {"DOCKER_HOST=unix:///nonexistent/docker.sock"});
+  EXPECT_EQ(r.status, 1);
+  simdjson::dom::parser p;
+  auto doc = parse(p, r.out);
+  EXPECT_FALSE(bool(doc["ok"]));
+  simdjson::dom::array backends = doc["backends"];
+  bool found = false;
+  for (auto b : backends) {
+    if (std::string_view(b["backend"]) != "docker") continue;
+    found = true;
+    EXPECT_FALSE(bool(b["ok"]));
+    auto first = simdjson::dom::array(b["checks"]).at(0);
+    EXPECT_FALSE(bool(first["ok"]));
+    EXPECT_NE(std::string_view(first["hint"]).find("dockerd"), std::string_view::npos);
+  }
+  EXPECT_TRUE(found);
+  // Credentials are named, never printed.
+  const Ran k = cli({"doctor"}, {"DOCKER_HOST=unix:///nonexistent/docker.sock",
+                                 "E2B_API_KEY=e2b_secret_value_123"});
+  EXPECT_EQ(k.out.find("e2b_secret_value_123"), std::string::npos);
+  EXPECT_NE(k.out.find("E2B_API_KEY"), std::string::npos);
+}
+
+TEST(Cli, ColourOnlyOnATerminalAndNeverWithNoColor) {
+  const std::vector<std::string> env{"DOCKER_HOST=unix:///nonexistent/docker.sock", "NO_COLOR="};
+  const Ran tty = on_terminal({"doctor"}, env);
+  EXPECT_NE(tty.out.find("\033[32m"), std::string::npos) << tty.out;
+  const Ran no_color =
+      on_terminal({"doctor"}, {"DOCKER_HOST=unix:///nonexistent/docker.sock", "NO_COLOR=1"});
+  EXPECT_EQ(no_color.out.find("\033["), std::string::npos) << no_color.out;
+  const Ran piped = cli({"doctor"}, env);
+  EXPECT_EQ(piped.out.find("\033["), std::string::npos);
+}
+
+TEST(Cli, ProgressShowsOnATerminalNeverInPipesOrJson) {
+  const Ran tty = on_terminal({"run", "-b", "fake://", "--", "true"});
+  EXPECT_NE(tty.out.find("creating the sandbox"), std::string::npos) << tty.out;
+  const Ran piped = cli({"run", "-b", "fake://", "--", "true"});
+  EXPECT_EQ(piped.err.find("creating the sandbox"), std::string::npos);
+  const Ran json = on_terminal({"run", "--json", "-b", "fake://", "--", "true"});
+  EXPECT_EQ(json.out.find("creating the sandbox"), std::string::npos);
+}
+
+TEST(Cli, RoutingCheckValidatesAndPointsAtTheLine) {
+  const std::string dir = "/tmp/sbx-routing-" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  std::ofstream(dir + "/good.yaml") << "default_class: a\nclasses:\n  a: {backend: \"fake://\"}\n";
+  std::ofstream(dir + "/bad.yaml")
+      << "default_class: a\nclasses:\n  a:\n    backend: fake://\n    netwrok: deny\n";
+  const Ran good = cli({"routing", "check", dir + "/good.yaml"});
+  EXPECT_EQ(good.status, 0) << good.err;
+  const Ran bad = cli({"routing", "check", dir + "/bad.yaml"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("bad.yaml:5:"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("SBX_E1005"), std::string::npos) << bad.err;
+  simdjson::dom::parser p;
+  auto doc = parse(p, cli({"routing", "check", "--json", dir + "/good.yaml"}).out);
+  EXPECT_EQ(std::string_view(doc["default_class"]), "a");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(Cli, RunWithARoutingFileTakesTheClass) {
+  const std::string file = "/tmp/sbx-route-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(file) << "default_class: a\nclasses:\n  a: {backend: \"fake://\"}\n";
+  const Ran r = cli({"run", "--routing", file, "--tool", "x", "--json", "--", "true"});
+  ::unlink(file.c_str());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"backend\":\"fake\""), std::string::npos) << r.out;
+}
+
+}  // namespace
