@@ -21,4 +21,13 @@ int run(const RunArgs& args);
 int routing_check(const std::string& file, bool json);
 int doctor(bool json, const std::string& image);
 
+struct ReapArgs {
+  std::vector<std::string> backends;  // DSNs; default docker://
+  std::vector<std::string> labels;    // KEY=VALUE
+  std::string older_than;             // a duration
+  bool kill = false;
+  bool json = false;
+};
+int reap(const ReapArgs& args);
+
 }  // namespace sandboxio::cli

@@ -52,6 +52,19 @@ int main(int argc, char** argv) {
   doctor_cmd->add_flag("--json", json, "machine-readable verdicts");
   doctor_cmd->add_option("--image", image, "the image the Docker checks use");
 
+  sandboxio::cli::ReapArgs reap_args;
+  auto* reap_cmd = app.add_subcommand(
+      "reap", "List the sandboxes sandboxio manages, stopped ones too; remove them with --kill");
+  reap_cmd->add_option("--backend,-b", reap_args.backends, "DSN to look in (default docker://)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  reap_cmd->add_option("--label,-l", reap_args.labels, "KEY=VALUE the sandboxes must carry")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  reap_cmd->add_option("--older-than", reap_args.older_than, "only those older than this (10m)");
+  reap_cmd->add_flag("--kill", reap_args.kill, "remove them (the default is a dry run)");
+  reap_cmd->add_flag("--json", reap_args.json, "machine-readable list");
+
   std::string routing_file;
   auto* routing_cmd = app.add_subcommand("routing", "Work with routing files");
   routing_cmd->require_subcommand(1);
@@ -84,6 +97,7 @@ int main(int argc, char** argv) {
     if (demo_cmd->parsed()) rc = sandboxio::cli::demo(backend);
     if (run_cmd->parsed()) rc = sandboxio::cli::run(run_args);
     if (doctor_cmd->parsed()) rc = sandboxio::cli::doctor(json, image);
+    if (reap_cmd->parsed()) rc = sandboxio::cli::reap(reap_args);
     if (check_cmd->parsed()) rc = sandboxio::cli::routing_check(routing_file, json);
     return g_interrupted != 0 ? 130 : rc;
   } catch (const sandboxio::Error& e) {

@@ -37,6 +37,10 @@ std::string_view to_string(Operation op) noexcept {
       return "delete_context";
     case Operation::SetLifetime:
       return "set_lifetime";
+    case Operation::ListManaged:
+      return "list_managed";
+    case Operation::RemoveManaged:
+      return "remove_managed";
   }
   return "unknown";
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../docker/docker_support.hpp"
+#include "sandboxio/sync.hpp"
 
 extern char** environ;
 
@@ -237,6 +238,50 @@ TEST(Cli, RunWithARoutingFileTakesTheClass) {
   ::unlink(file.c_str());
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"backend\":\"fake\""), std::string::npos) << r.out;
+}
+
+TEST(Cli, ReapFindsWhatWasLeftBehindAndRemovesItOnlyWithKill) {
+  SBX_REQUIRE_ENGINE();
+  const std::string tag = "cli-reap-" + std::to_string(::getpid());
+  std::string id;
+  {
+    sandboxio::CreateOptions o;
+    o.outlive_owner = true;  // left behind on purpose
+    o.lifetime = std::chrono::minutes(5);
+    o.labels["sbx-test"] = tag;
+    auto sb = sandboxio::sync::Sandbox::create(
+        std::string("docker://") + sandboxio::testing::kPythonImage, o);
+    id = sb.id();
+  }
+  const Ran dry = cli({"reap", "--json", "--label", "sbx-test=" + tag});
+  EXPECT_EQ(dry.status, 0) << dry.err;
+  simdjson::dom::parser p;
+  auto doc = parse(p, dry.out);
+  simdjson::dom::array found = doc["sandboxes"];
+  ASSERT_EQ(found.size(), 1u) << dry.out;
+  EXPECT_EQ(std::string_view(found.at(0)["id"]), id);
+  EXPECT_EQ(std::string_view(found.at(0)["state"]), "running");
+  EXPECT_TRUE(bool(doc["dry_run"]));
+  int status = 0;
+  sandboxio::testing::capture("docker inspect " + id + " >/dev/null 2>&1", &status);
+  EXPECT_EQ(status, 0) << "the dry run removed the sandbox";
+
+  const Ran kill = cli({"reap", "--kill", "--label", "sbx-test=" + tag});
+  EXPECT_EQ(kill.status, 0) << kill.err;
+  EXPECT_NE(kill.out.find(id.substr(0, 12)), std::string::npos) << kill.out;
+  const auto start = std::chrono::steady_clock::now();
+  do {
+    sandboxio::testing::capture("docker inspect " + id + " >/dev/null 2>&1", &status);
+  } while (status == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  EXPECT_NE(status, 0) << "reap --kill left the sandbox";
+  const Ran after = cli({"reap", "--json", "--label", "sbx-test=" + tag});
+  EXPECT_NE(after.out.find("\"sandboxes\":[]"), std::string::npos) << after.out;
+}
+
+TEST(Cli, ReapSaysSoWhenTheEngineIsUnreachable) {
+  const Ran r = cli({"reap"}, {"DOCKER_HOST=unix:///nonexistent/docker.sock"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("SBX_E1102"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -63,6 +63,12 @@ class Forwarding : public Machine {
     return inner_->submit_remove_file(std::move(p), n);
   }
   OpId submit_kill(Instant n) override { return inner_->submit_kill(n); }
+  OpId submit_list_managed(std::map<std::string, std::string> l, Instant n) override {
+    return inner_->submit_list_managed(std::move(l), n);
+  }
+  OpId submit_remove_managed(std::string id, Instant n) override {
+    return inner_->submit_remove_managed(std::move(id), n);
+  }
   void submit_cancel(OpId op, Instant n) override { inner_->submit_cancel(op, n); }
   std::optional<Request> poll_request() override { return inner_->poll_request(); }
   std::optional<Event> poll_event() override { return inner_->poll_event(); }

@@ -64,6 +64,10 @@ class EchoMachine final : public Machine {
   }
   OpId submit_connect(std::string, const CreateOptions&, Instant) override { return refuse(); }
   OpId submit_info(Instant) override { return refuse(); }
+  OpId submit_list_managed(std::map<std::string, std::string>, Instant) override {
+    return refuse();
+  }
+  OpId submit_remove_managed(std::string, Instant) override { return refuse(); }
   OpId submit_run(Command, Instant) override { return refuse(); }
   OpId submit_stream(Command, Instant) override { return refuse(); }
   OpId submit_run_code(CodeRequest, Instant) override { return refuse(); }

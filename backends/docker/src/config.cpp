@@ -112,11 +112,7 @@ Result<Config> config_for(const Dsn& dsn) {
   if (!typed) return typed.problem();
   const TypedOptions& o = typed.value();
   Config c;
-  c.image = dsn.target;
-  if (c.image.empty()) {
-    return Problem{
-        errc::InvalidDsn, "docker:// needs an image, as in docker://python:3.12-slim", {}};
-  }
+  c.image = dsn.target;  // may be empty for listing and reaping; create() refuses that
   const bool tls = !env_or("DOCKER_TLS_VERIFY").empty() && env_or("DOCKER_TLS_VERIFY") != "0";
   const std::string cert_dir = env_or("DOCKER_CERT_PATH", env_or("HOME", "/root") + "/.docker");
   const std::string host =

@@ -626,6 +626,87 @@ class DockerMachine final : public Machine {
     return id;
   }
 
+  OpId submit_list_managed(std::map<std::string, std::string> wanted, Instant now) override {
+    const OpId id = open(Operation::ListManaged, now, {});
+    if (!ops_.count(id)) return id;
+    JsonWriter f;
+    f.begin_object().key("label").begin_array();
+    f.value(std::string(labels::kManaged) + "=true");
+    for (const auto& [k, v] : wanted)
+      f.value(k + "=" + v);
+    f.end_array().end_object();
+    call(id, "GET", path("/containers/json?all=1&filters=" + percent_encode(f.str())), {},
+         [this, id](Result<Reply> r, Instant t) {
+           if (!alive(id)) return;
+           if (!r) return void(fail(id, r.problem(), t));
+           if (r.value().status != 200) return void(fail(id, daemon_error(r.value()), t));
+           auto doc = json::parse(r.value().body);
+           if (!doc) return void(fail(id, doc.problem(), t));
+           std::vector<ManagedSandbox> out;
+           for (const auto& c : doc.value().items()) {
+             ManagedSandbox m;
+             m.backend = "docker";
+             m.id = std::string(c.string_at("Id").value_or(""));
+             if (const json::Value* l = c.find("Labels"); l && l->is_object()) {
+               for (const auto& [k, v] : l->members())
+                 m.labels[k] = v.text();
+             }
+             auto label = [&](std::string_view k) {
+               auto it = m.labels.find(std::string(k));
+               return it == m.labels.end() ? std::string() : it->second;
+             };
+             m.owner = label(labels::kOwner);
+             m.session = label(labels::kSession);
+             m.created_unix = std::atoll(label(labels::kCreated).c_str());
+             if (m.created_unix == 0) m.created_unix = c.int_at("Created").value_or(0);
+             m.lifetime = std::chrono::seconds(std::atoll(label(labels::kLifetime).c_str()));
+             const std::string state(c.string_at("State").value_or(""));
+             m.state = state == "running"   ? SandboxState::Running
+                       : state == "created" ? SandboxState::Created
+                       : state == "paused"  ? SandboxState::Paused
+                       : state.empty()      ? SandboxState::Unknown
+                                            : SandboxState::Stopped;
+             out.push_back(std::move(m));
+           }
+           complete(id, std::move(out), t);
+         });
+    return id;
+  }
+
+  OpId submit_remove_managed(std::string sandbox_id, Instant now) override {
+    const OpId id = open(Operation::RemoveManaged, now, {});
+    if (!ops_.count(id)) return id;
+    if (sandbox_id.empty() || sandbox_id.find_first_of("/?#% ") != std::string::npos)
+      return fail(id, not_found(sandbox_id), now);
+    call(id, "GET", path("/containers/" + sandbox_id + "/json"), {},
+         [this, id, sandbox_id](Result<Reply> r, Instant t) {
+           if (!alive(id)) return;
+           if (!r) return void(fail(id, r.problem(), t));
+           if (r.value().status == 404) return void(fail(id, not_found(sandbox_id), t));
+           auto doc = json::parse(r.value().body);
+           if (!doc) return void(fail(id, doc.problem(), t));
+           const json::Value* cfg = doc.value().find("Config");
+           const json::Value* l = cfg ? cfg->find("Labels") : nullptr;
+           if (!l || l->string_at(labels::kManaged) != "true") {
+             return void(fail(id,
+                              Problem{errc::SandboxNotFound,
+                                      "container " + sandbox_id + " is not managed by sandboxio",
+                                      "sandboxio removes only what it created."},
+                              t));
+           }
+           call(id, "DELETE", path("/containers/" + sandbox_id + "?force=1&v=1"), {},
+                [this, id](Result<Reply> d, Instant t2) {
+                  if (!alive(id)) return;
+                  if (!d) return void(fail(id, d.problem(), t2));
+                  const int s = d.value().status;
+                  if (s == 204 || s == 200 || s == 404 || s == 409)
+                    return void(complete(id, std::monostate{}, t2));
+                  fail(id, daemon_error(d.value()), t2);
+                });
+         });
+    return id;
+  }
+
   void submit_cancel(OpId id, Instant now) override {
     auto it = ops_.find(id);
     if (it == ops_.end() || it->second.cancelled) return;

@@ -285,6 +285,58 @@ class FakeMachine final : public Machine {
     return id;
   }
 
+  OpId submit_list_managed(std::map<std::string, std::string> labels, Instant now) override {
+    const OpId id = open(Operation::ListManaged, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
+    std::vector<ManagedSandbox> out;
+    {
+      auto& impl = world_->impl();
+      std::lock_guard lock(impl.mu);
+      for (const auto& [sid, sb] : impl.sandboxes) {
+        if (sb->gone || (sb->observed > Instant{0} && sb->observed >= sb->expires_at)) continue;
+        bool match = true;
+        for (const auto& [k, v] : labels) {
+          auto l = sb->labels.find(k);
+          match = match && l != sb->labels.end() && l->second == v;
+        }
+        if (!match) continue;
+        ManagedSandbox m;
+        m.backend = "fake";
+        m.id = sid;
+        m.lifetime = sb->lifetime;
+        m.state = SandboxState::Running;
+        m.labels = sb->labels;
+        out.push_back(std::move(m));
+      }
+    }
+    complete(id, std::move(out), now);
+    return id;
+  }
+
+  OpId submit_remove_managed(std::string sandbox_id, Instant now) override {
+    const OpId id = open(Operation::RemoveManaged, now, {});
+    if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
+    std::shared_ptr<FakeSandbox> sb;
+    {
+      auto& impl = world_->impl();
+      std::lock_guard lock(impl.mu);
+      auto it = impl.sandboxes.find(sandbox_id);
+      if (it != impl.sandboxes.end() && !it->second->gone) sb = it->second;
+    }
+    if (!sb) {
+      return fail(
+          id, Problem{errc::SandboxNotFound, "no fake sandbox with id \"" + sandbox_id + "\"", {}},
+          now);
+    }
+    if (sb == sandbox_) {
+      end_sandbox(now, Termination::SandboxGone);
+    } else {
+      sb->gone = true;  // its own machine sees it gone at its next step
+    }
+    complete(id, std::monostate{}, now);
+    return id;
+  }
+
   void submit_cancel(OpId id, Instant now) override {
     auto it = ops_.find(id);
     if (it == ops_.end() || it->second.finished) return;
@@ -791,6 +843,7 @@ class FakeMachine final : public Machine {
     sb->lifetime = options_->lifetime;
     sb->expires_at = exists_at(op) + std::chrono::duration_cast<nanoseconds>(options_->lifetime);
     sb->secrets = options_->env.secret_values();
+    sb->labels = options_->labels;
     sandbox_ = sb;
     op.record.sandbox_id = sb->id;
     Call call = base_call(Operation::Create);

@@ -39,6 +39,7 @@ struct FakeSandbox {
   std::map<std::string, std::map<std::string, std::string>> contexts;  // code contexts
   int next_context = 1;
   std::vector<std::string> secrets;
+  std::map<std::string, std::string> labels;  // CreateOptions::labels
 };
 
 struct World::Impl {

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -207,6 +208,13 @@ class Machine {
   virtual OpId submit_list_files(std::string path, Instant now) = 0;
   virtual OpId submit_remove_file(std::string path, Instant now) = 0;
   virtual OpId submit_kill(Instant now) = 0;
+  /// Lists the sandboxes this backend manages (those carrying the sandboxio labels, stopped
+  /// ones too); every label in `labels` must match. Completes with std::vector<ManagedSandbox>.
+  /// Needs no sandbox of its own: this is how reaping finds what was left behind.
+  virtual OpId submit_list_managed(std::map<std::string, std::string> labels, Instant now) = 0;
+  /// Removes a managed sandbox by id, whatever its state (reaping). SBX_E1206 when no managed
+  /// sandbox has this id.
+  virtual OpId submit_remove_managed(std::string sandbox_id, Instant now) = 0;
   /// Cancels an operation: its remote work is stopped, then event::Cancelled is emitted.
   /// Cancelling a finished or unknown operation does nothing.
   virtual void submit_cancel(OpId op, Instant now) = 0;

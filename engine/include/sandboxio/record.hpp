@@ -36,6 +36,8 @@ enum class Operation : std::uint8_t {
   CreateContext,
   DeleteContext,
   SetLifetime,
+  ListManaged,
+  RemoveManaged,
 };
 
 enum class Outcome : std::uint8_t { Ok, Failed, Timeout, Cancelled };

@@ -270,4 +270,20 @@ Machine& Sandbox::native() {
   return session_->machine();
 }
 
+// ---- reaping ----
+
+std::vector<ManagedSandbox> list_managed(std::string_view dsn,
+                                         const std::map<std::string, std::string>& labels) {
+  auto session = open_session(dsn, {}, nullptr);
+  const OpId op = session->track(session->machine().submit_list_managed(labels, session->now()));
+  return take<std::vector<ManagedSandbox>>(session->wait(op), "list_managed()");
+}
+
+void remove_managed(std::string_view dsn, std::string id) {
+  auto session = open_session(dsn, {}, nullptr);
+  const OpId op =
+      session->track(session->machine().submit_remove_managed(std::move(id), session->now()));
+  (void)session->wait(op);
+}
+
 }  // namespace sandboxio::sync

@@ -112,4 +112,12 @@ class Sandbox {
   std::shared_ptr<detail::Session> session_;
 };
 
+/// The sandboxes the backend of `dsn` manages (those carrying the sandboxio labels), stopped
+/// ones too; every label in `labels` must match. `docker://` needs no image here.
+[[nodiscard]] std::vector<ManagedSandbox> list_managed(
+    std::string_view dsn, const std::map<std::string, std::string>& labels = {});
+/// Removes a managed sandbox by id, whatever its state (reaping). Throws SBX_E1206 when no
+/// managed sandbox has this id.
+void remove_managed(std::string_view dsn, std::string id);
+
 }  // namespace sandboxio::sync

@@ -1,0 +1,106 @@
+// sandboxio reap: the sandboxes sandboxio manages, stopped ones too; a dry run unless --kill.
+#include <chrono>
+#include <iostream>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "sandboxio/duration.hpp"
+#include "sandboxio/json_writer.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace sandboxio::cli {
+
+int reap(const ReapArgs& a) {
+  std::map<std::string, std::string> labels;
+  for (const auto& kv : a.labels) {
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "sandboxio: --label wants KEY=VALUE, not \"" << kv << "\"\n";
+      return 2;
+    }
+    labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::optional<std::chrono::milliseconds> older_than;
+  if (!a.older_than.empty()) {
+    auto d = parse_duration(a.older_than);
+    if (!d) {
+      std::cerr << "sandboxio: --older-than: " << d.problem().detail << "\n";
+      return 2;
+    }
+    older_than = d.value();
+  }
+  std::vector<std::string> backends = a.backends;
+  if (backends.empty()) backends = {"docker://"};
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  struct Row {
+    std::string dsn;
+    ManagedSandbox m;
+    std::string outcome;
+  };
+  std::vector<Row> rows;
+  std::vector<std::string> problems;
+  bool failed = false;
+  for (const auto& dsn : backends) {
+    std::vector<ManagedSandbox> found;
+    try {
+      found = sync::list_managed(dsn, labels);
+    } catch (const Error& e) {
+      problems.push_back(dsn + ": " + e.what());
+      failed = true;
+      continue;
+    }
+    for (auto& m : found) {
+      if (older_than && now - m.created_unix <
+                            std::chrono::duration_cast<std::chrono::seconds>(*older_than).count())
+        continue;
+      Row r{dsn, std::move(m), a.kill ? "removed" : "would remove (dry run)"};
+      if (a.kill) {
+        try {
+          sync::remove_managed(dsn, r.m.id);
+        } catch (const Error& e) {
+          r.outcome = std::string("failed: ") + e.what();
+          failed = true;
+        }
+      }
+      rows.push_back(std::move(r));
+    }
+  }
+  if (a.json) {
+    JsonWriter w;
+    w.begin_object().key("dry_run").value(!a.kill).key("sandboxes").begin_array();
+    for (const auto& r : rows) {
+      w.begin_object().key("backend").value(r.m.backend).key("id").value(r.m.id);
+      w.key("state").value(to_string(r.m.state)).key("owner").value(r.m.owner);
+      w.key("created_unix").value(r.m.created_unix);
+      w.key("lifetime_s").value(static_cast<std::int64_t>(r.m.lifetime.count()));
+      w.key("expired").value(r.m.expired_at(now)).key("outcome").value(r.outcome);
+      w.end_object();
+    }
+    w.end_array().key("errors").begin_array();
+    for (const auto& p : problems)
+      w.value(p);
+    w.end_array().end_object();
+    std::cout << w.str() << "\n";
+    return failed ? 1 : 0;
+  }
+  const Style out = style_for(stdout);
+  for (const auto& p : problems)
+    std::cerr << out.bad("error") << ": " << p << "\n";
+  if (rows.empty()) {
+    std::cout << "nothing to reap\n";
+    return failed ? 1 : 0;
+  }
+  for (const auto& r : rows) {
+    std::cout << r.m.backend << " " << r.m.id.substr(0, 12) << "  " << to_string(r.m.state)
+              << "  owner " << (r.m.owner.empty() ? "?" : r.m.owner) << "  age "
+              << (r.m.created_unix ? std::to_string(now - r.m.created_unix) + "s" : "?")
+              << (r.m.expired_at(now) ? out.bad("  past its lifetime") : "") << "  "
+              << (a.kill ? out.ok(r.outcome) : out.dim(r.outcome)) << "\n";
+  }
+  if (!a.kill) std::cout << out.dim("dry run: add --kill to remove them") << "\n";
+  return failed ? 1 : 0;
+}
+
+}  // namespace sandboxio::cli
