@@ -45,7 +45,7 @@ TEST_P(DockerContract, Case) {
   if (auto failure = sandboxio::contract::run_case(c, target(via))) {
     FAIL() << failure->row << ": " << failure->message;
   }
-  EXPECT_TRUE(sandboxio::testing::my_containers().empty()) << c.row << " left a container behind";
+  EXPECT_TRUE(sandboxio::testing::none_left_within()) << c.row << " left a container behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +126,16 @@ inline std::vector<std::string> my_containers() {
     pos = nl + 1;
   }
   return ids;
+}
+
+/// True once none of this process's containers remain, within `bound`: an async handle's
+/// teardown completes after its destructor returned, so the check gives it its time.
+inline bool none_left_within(std::chrono::milliseconds bound = std::chrono::seconds(5)) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!my_containers().empty()) {
+    if (std::chrono::steady_clock::now() - start > bound) return false;
+  }
+  return true;
 }
 
 }  // namespace sandboxio::testing

@@ -75,7 +75,7 @@ TEST_P(DockerTlsContract, Case) {
   if (auto failure = sandboxio::contract::run_case(c, target(via))) {
     FAIL() << failure->row << ": " << failure->message;
   }
-  EXPECT_TRUE(sandboxio::testing::my_containers().empty()) << row << " left a container";
+  EXPECT_TRUE(sandboxio::testing::none_left_within()) << row << " left a container";
 }
 
 std::vector<std::size_t> lifecycle_and_run_rows() {

@@ -1440,14 +1440,20 @@ class DockerMachine final : public Machine {
       lease_ = 0;
     }
     call(id, "DELETE", path("/containers/" + cid + "?force=1&v=1"), {},
-         [this, id](Result<Reply> r, Instant t) {
+         [this, id, cid](Result<Reply> r, Instant t) {
            if (!alive(id)) return;
            if (!r) return void(fail(id, r.problem(), t));
            const int s = r.value().status;
-           // 404: already gone; 409: removal already in progress (AutoRemove).
-           if (s == 204 || s == 200 || s == 404 || s == 409)
-             return void(complete(id, std::monostate{}, t));
-           fail(id, daemon_error(r.value()), t);
+           if (s == 204 || s == 200 || s == 404) return void(complete(id, std::monostate{}, t));
+           if (s != 409) return void(fail(id, daemon_error(r.value()), t));
+           // 409: the removal is already under way (AutoRemove after the lease closed). kill()
+           // returns once the container is really gone.
+           call(id, "POST", path("/containers/" + cid + "/wait?condition=removed"), {},
+                [this, id](Result<Reply> w, Instant t2) {
+                  if (!alive(id)) return;
+                  if (!w) return void(fail(id, w.problem(), t2));
+                  complete(id, std::monostate{}, t2);  // 200 (removed) or 404 (already gone)
+                });
          });
   }
 
