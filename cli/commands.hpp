@@ -29,5 +29,7 @@ struct ReapArgs {
   bool json = false;
 };
 int reap(const ReapArgs& args);
+int mcp(const std::string& backend, const std::string& http, const std::string& routing,
+        const std::string& tenant);
 
 }  // namespace sandboxio::cli

@@ -52,6 +52,15 @@ int main(int argc, char** argv) {
   doctor_cmd->add_flag("--json", json, "machine-readable verdicts");
   doctor_cmd->add_option("--image", image, "the image the Docker checks use");
 
+  std::string mcp_backend, mcp_http, mcp_routing, mcp_tenant = "*";
+  auto* mcp_cmd = app.add_subcommand(
+      "mcp", "Serve the MCP tools (stdio, or Streamable HTTP on loopback) over one sandbox");
+  mcp_cmd->add_option("--backend,-b", mcp_backend, "DSN (default: the best available)");
+  mcp_cmd->add_option("--http", mcp_http, "serve Streamable HTTP on 127.0.0.1:PORT instead");
+  mcp_cmd->add_option("--routing", mcp_routing, "routing file choosing the class")
+      ->check(CLI::ExistingFile);
+  mcp_cmd->add_option("--tenant", mcp_tenant, "tenant for the routing file");
+
   sandboxio::cli::ReapArgs reap_args;
   auto* reap_cmd = app.add_subcommand(
       "reap", "List the sandboxes sandboxio manages, stopped ones too; remove them with --kill");
@@ -98,6 +107,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) rc = sandboxio::cli::run(run_args);
     if (doctor_cmd->parsed()) rc = sandboxio::cli::doctor(json, image);
     if (reap_cmd->parsed()) rc = sandboxio::cli::reap(reap_args);
+    if (mcp_cmd->parsed()) rc = sandboxio::cli::mcp(mcp_backend, mcp_http, mcp_routing, mcp_tenant);
     if (check_cmd->parsed()) rc = sandboxio::cli::routing_check(routing_file, json);
     return g_interrupted != 0 ? 130 : rc;
   } catch (const sandboxio::Error& e) {
