@@ -268,8 +268,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         return send_error(reply, rid, kUnsupportedVersion,
                           "unsupported protocol version " + version, 400, std::move(d).str());
       }
-      if (*method == "server/discover") return reply_result(reply, rid, discover());
-      if (*method == "tools/list") return reply_result(reply, rid, tools_list());
+      if (*method == "server/discover") return reply_result(reply, rid, complete(discover(), true));
+      if (*method == "tools/list") return reply_result(reply, rid, complete(tools_list(), true));
       if (*method == "tools/call") return tools_call(rid, *params, reply, true);
       return send_error(reply, rid, kMethodNotFound, "method not found: " + std::string(*method), 404);
     }
@@ -289,6 +289,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   static void reply_result(const Reply& r, const std::string& id, const std::string& result) {
     r.message(response(id, result));
     r.end(200);
+  }
+
+  // The stateless revision's results say what they are; its lists say how long they keep.
+  static std::string complete(std::string result, bool cacheable = false) {
+    std::string extra = R"("resultType":"complete")";
+    if (cacheable) extra += R"(,"ttlMs":3600000,"cacheScope":"public")";
+    result.insert(result.size() - 1, (result.size() > 2 ? "," : "") + extra);
+    return result;
   }
 
   void notification(std::string_view method, const json::Value* params, const Reply& reply) {
@@ -353,11 +361,17 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     Reply reply;
     std::optional<std::string> progress_token;  // JSON text
     std::shared_ptr<asio::cancellation_signal> cancel;
+    bool stateless = false;
   };
+
+  static void finish(const std::shared_ptr<Call>& call, std::string result) {
+    if (call->stateless) result = complete(std::move(result));
+    call->reply.message(response(call->id, result));
+    call->reply.end(200);
+  }
 
   void tools_call(const std::string& rid, const json::Value& params, Reply reply,
                   bool stateless) {
-    (void)stateless;
     const auto name = params.string_at("name");
     if (!name) return send_error(reply, rid, kInvalidParams, "tools/call needs params.name", 400);
     const json::Value* args = params.find("arguments");
@@ -367,12 +381,13 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       return send_error(reply, rid, kInvalidParams, "arguments must be an object", 400);
     auto call = std::make_shared<Call>();
     call->id = rid;
+    call->stateless = stateless;
     call->reply = std::move(reply);
     if (const json::Value* meta = params.find("_meta"); meta && meta->find("progressToken"))
       call->progress_token = id_text(meta->find("progressToken"));
-    auto bad = [&](std::string why) {
-      send_error(call->reply, rid, kInvalidParams, std::move(why), 400);
-    };
+    // Arguments that do not fit the schema are a tool error the model can correct (isError),
+    // not a protocol error.
+    auto bad = [&](std::string why) { invalid_arguments(call, why); };
     if (*name == "run_command" || *name == "run_code") {
       Command c;
       const double timeout = args->find("timeout_seconds") && args->find("timeout_seconds")->real()
@@ -589,8 +604,20 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     w.key("text").value(text).end_object().end_array().key("isError").value(false).end_object();
     std::string result = std::move(w).str();
     result.insert(result.size() - 1, R"(,"structuredContent":)" + structured);
-    call->reply.message(response(call->id, result));
-    call->reply.end(200);
+    finish(call, std::move(result));
+  }
+
+  void invalid_arguments(const std::shared_ptr<Call>& call, const std::string& why) {
+    JsonWriter s;
+    s.begin_object().key("error").begin_object().key("code").value("invalid_arguments");
+    s.key("message").value(why).end_object().end_object();
+    JsonWriter w;
+    w.begin_object().key("content").begin_array().begin_object().key("type").value("text");
+    w.key("text").value("Invalid arguments: " + why).end_object().end_array();
+    w.key("isError").value(true).end_object();
+    std::string result = std::move(w).str();
+    result.insert(result.size() - 1, R"(,"structuredContent":)" + std::move(s).str());
+    finish(call, std::move(result));
   }
 
   // A sandbox error is a tool error: the SBX code, what it means and how to fix it.
@@ -613,8 +640,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     w.end_object().end_array().key("isError").value(true).end_object();
     std::string result = std::move(w).str();
     result.insert(result.size() - 1, R"(,"structuredContent":)" + std::move(s).str());
-    call->reply.message(response(call->id, result));
-    call->reply.end(200);
+    finish(call, std::move(result));
   }
 };
 

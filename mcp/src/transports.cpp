@@ -111,6 +111,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void request() {
+    std::string body = std::move(body_);  // taken first: an early refusal must not leak it
+    body_.clear();
     Transport t;
     t.http = true;
     for (const auto& h : parser_.headers()) t.headers[lower(h.name)] = h.value;
@@ -137,8 +139,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     const bool sse = accept.find("text/event-stream") != std::string::npos;
     auto messages = std::make_shared<std::vector<std::string>>();
     auto self = shared_from_this();
-    std::string body = std::move(body_);
-    body_.clear();
     server_.handle(body, t,
                    Reply{[messages](std::string m) { messages->push_back(std::move(m)); },
                          [self, messages, keep, sse](int status) {
