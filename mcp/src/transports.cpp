@@ -27,6 +27,8 @@ int serve_stdio(const ServerOptions& options) {
   auto work = asio::make_work_guard(io);
   Server server(io.get_executor(), options);
   bool closing = false;
+  bool eof = false;
+  std::size_t in_flight = 0;
   auto shutdown = [&] {
     if (closing) return;
     closing = true;
@@ -51,11 +53,18 @@ int serve_stdio(const ServerOptions& options) {
       if (line.empty()) continue;
       asio::post(io, [&, l = std::move(line)] {
         if (closing) return;
-        server.handle(l, Transport{}, Reply{write_line, [](int) {}});
+        ++in_flight;
+        server.handle(l, Transport{}, Reply{write_line, [&](int) {
+                                              if (--in_flight == 0 && eof) shutdown();
+                                            }});
       });
       line.clear();
     }
-    asio::post(io, [&] { shutdown(); });
+    // End of input: answer what is in flight, then tear down.
+    asio::post(io, [&] {
+      eof = true;
+      if (in_flight == 0) shutdown();
+    });
   });
   io.run();
   // A signal ended the server while stdin is still open: the reader stays blocked in read.
