@@ -19,7 +19,6 @@ constexpr int kParseError = -32700;
 constexpr int kInvalidRequest = -32600;
 constexpr int kMethodNotFound = -32601;
 constexpr int kInvalidParams = -32602;
-constexpr int kInternalError = -32603;
 constexpr int kHeaderMismatch = -32020;
 constexpr int kUnsupportedVersion = -32022;
 
