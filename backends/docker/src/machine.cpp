@@ -170,7 +170,8 @@ class DockerMachine final : public Machine {
         return used_total + data.size();
       }
       Bytes piece = c.parser->take_body();
-      if (!piece.empty() && !take_body_piece(id, std::move(piece), now)) return used_total;
+      if (!piece.empty() && !take_body_piece(id, std::move(piece), now))
+        return used_total + data.size();
       if (!conns_.count(id)) return used_total + data.size();
       Conn& c2 = conns_.at(id);
       if (c2.parser->head_done() && !c2.head_seen) {
@@ -185,6 +186,14 @@ class DockerMachine final : public Machine {
           exec_upgraded(id, now);
           if (!conns_.count(id)) return used_total + data.size();
           return used_total + exec_bytes(conns_.at(id), data, now);
+        }
+        if (!c3.lease) {  // only exec starts and the lease ask for an upgrade
+          finish_conn(id,
+                      Problem{errc::RemoteProtocolViolation,
+                              "the Docker engine upgraded a connection that did not ask for it",
+                              {}},
+                      now);
+          return used_total + data.size();
         }
         // The lease: the attach stream is open; nothing it says matters.
         c3.upgraded = true;

@@ -718,6 +718,10 @@ class FakeMachine final : public Machine {
     for (auto& p : sandbox_->processes) {
       if (p.owner == id && (kill_tree || !p.ends_at)) p.ended = true;
     }
+    // Forget what has ended, so that the table stays as small as what runs.
+    std::erase_if(sandbox_->processes, [&](const FakeSandbox::Process& p) {
+      return p.ended || (p.ends_at && *p.ends_at <= sandbox_->observed);
+    });
   }
 
   void end_sandbox(Instant now, Termination why) {
