@@ -490,44 +490,22 @@ class DockerMachine final : public Machine {
       return id;
     }
     struct ReadState {
-      tar::Reader reader{};
       Bytes content{};
       int entries = 0;
-      bool directory = false;
     };
     auto state = std::make_shared<ReadState>();
-    const ConnId conn = call(
-        id, "GET", path("/containers/" + container_ + "/archive?path=" + percent_encode(file, "/")),
-        {}, [this, id, file, state](Result<Reply> r, Instant t) {
-          if (!alive(id)) return;
-          if (!r) return void(fail(id, r.problem(), t));
-          if (r.value().status != 200) return void(fail(id, archive_problem(file, r.value()), t));
-          state->reader.feed_eof();
-          if (state->reader.error()) return void(fail(id, *state->reader.error(), t));
-          complete(id, std::move(state->content), t);
-        });
-    Conn& c = conns_.at(conn);
-    c.on_head = [this, id, file, state](const http::ResponseParser& p, Instant t) {
-      if (p.status() != 200) return true;
-      if (auto stat = path_stat(p); stat && stat->type == FileType::Directory) {
-        abort_call(id, Problem{errc::IsADirectory, "\"" + file + "\" is a directory", {}}, t);
-        return false;
-      }
-      return true;
-    };
-    c.on_body = [state, file](std::string_view piece) -> std::optional<Problem> {
-      state->reader.feed(
-          piece, [&](const tar::Entry&) { ++state->entries; },
-          [&](std::string_view data) {
-            if (state->entries == 1) state->content.append(data);
-          });
-      if (state->reader.error()) return *state->reader.error();
-      if (state->content.size() > kReadFileLimit) {
-        return Problem{errc::MessageTooLarge, "\"" + file + "\" is larger than read_file() keeps",
-                       "Stream it with run({\"cat\", path}) instead."};
-      }
-      return std::nullopt;
-    };
+    get_archive(
+        id, file, /*directory=*/false, [state](const tar::Entry&) { ++state->entries; },
+        [state, file](std::string_view data) -> std::optional<Problem> {
+          if (state->entries == 1) state->content.append(data);
+          if (state->content.size() > kReadFileLimit) {
+            return Problem{errc::MessageTooLarge,
+                           "\"" + file + "\" is larger than read_file() keeps",
+                           "Stream it with run({\"cat\", path}) instead."};
+          }
+          return std::nullopt;
+        },
+        [this, id, state](Instant t) { complete(id, std::move(state->content), t); });
     return id;
   }
 
@@ -549,60 +527,37 @@ class DockerMachine final : public Machine {
       return id;
     }
     struct ListState {
-      tar::Reader reader{};
       std::string root{};
       std::vector<FileInfo> files{};
     };
     auto state = std::make_shared<ListState>();
-    const ConnId conn = call(
-        id, "GET", path("/containers/" + container_ + "/archive?path=" + percent_encode(dir, "/")),
-        {}, [this, id, dir, state](Result<Reply> r, Instant t) {
-          if (!alive(id)) return;
-          if (!r) return void(fail(id, r.problem(), t));
-          if (r.value().status != 200) return void(fail(id, archive_problem(dir, r.value()), t));
-          state->reader.feed_eof();
-          if (state->reader.error()) return void(fail(id, *state->reader.error(), t));
-          complete(id, std::move(state->files), t);
-        });
-    Conn& c = conns_.at(conn);
-    c.on_head = [this, id, dir](const http::ResponseParser& p, Instant t) {
-      if (p.status() != 200) return true;
-      if (auto stat = path_stat(p); stat && stat->type != FileType::Directory) {
-        abort_call(id, Problem{errc::NotADirectory, "\"" + dir + "\" is not a directory", {}}, t);
-        return false;
-      }
-      return true;
-    };
-    c.on_body = [state, dir](std::string_view piece) -> std::optional<Problem> {
-      state->reader.feed(piece,
-                         [&](const tar::Entry& e) {
-                           std::string name = e.name;
-                           while (!name.empty() && name.back() == '/')
-                             name.pop_back();
-                           if (state->root.empty()) {  // the directory itself comes first
-                             state->root = name;
-                             return;
-                           }
-                           if (name.size() <= state->root.size() + 1 ||
-                               name.compare(0, state->root.size() + 1, state->root + "/") != 0)
-                             return;
-                           const std::string rest = name.substr(state->root.size() + 1);
-                           if (rest.find('/') != std::string::npos) return;  // deeper: not listed
-                           if (state->files.size() >= 100000) return;
-                           FileInfo f;
-                           f.name = rest;
-                           f.path = (dir == "/" ? "" : dir) + "/" + rest;
-                           f.type = e.type;
-                           f.size = e.size;
-                           f.mode = e.mode;
-                           f.mtime_unix = e.mtime;
-                           f.link_target = e.link_target;
-                           state->files.push_back(std::move(f));
-                         },
-                         {});
-      if (state->reader.error()) return *state->reader.error();
-      return std::nullopt;
-    };
+    get_archive(
+        id, dir, /*directory=*/true,
+        [state, dir](const tar::Entry& e) {
+          std::string name = e.name;
+          while (!name.empty() && name.back() == '/')
+            name.pop_back();
+          if (state->root.empty()) {  // the directory itself comes first
+            state->root = name;
+            return;
+          }
+          if (name.size() <= state->root.size() + 1 ||
+              name.compare(0, state->root.size() + 1, state->root + "/") != 0)
+            return;
+          const std::string rest = name.substr(state->root.size() + 1);
+          if (rest.find('/') != std::string::npos) return;  // deeper: not listed
+          if (state->files.size() >= 100000) return;
+          FileInfo f;
+          f.name = rest;
+          f.path = (dir == "/" ? "" : dir) + "/" + rest;
+          f.type = e.type;
+          f.size = e.size;
+          f.mode = e.mode;
+          f.mtime_unix = e.mtime;
+          f.link_target = e.link_target;
+          state->files.push_back(std::move(f));
+        },
+        {}, [this, id, state](Instant t) { complete(id, std::move(state->files), t); });
     return id;
   }
 
@@ -846,14 +801,7 @@ class DockerMachine final : public Machine {
       op.record.command = std::move(command);
     const bool full = operation != Operation::Kill && ops_.size() >= limits_.max_pending_operations;
     ops_.emplace(id, std::move(op));
-    if (full) {
-      fail(id,
-           Problem{
-               errc::QueueFull,
-               std::to_string(limits_.max_pending_operations) + " operations are already in flight",
-               "Wait for some to finish (drain poll_event) before submitting more."},
-           now);
-    }
+    if (full) fail(id, queue_full(limits_), now);
     return id;
   }
 
@@ -882,21 +830,9 @@ class DockerMachine final : public Machine {
     auto it = ops_.find(id);
     if (it == ops_.end()) return;
     Op& op = it->second;
-    if (const auto* r = std::get_if<ExecResult>(&value)) {
-      op.record.exit_code = r->exit_code;
-      op.record.termination = r->termination;
-    }
-    Outcome outcome = Outcome::Ok;
-    std::optional<Problem> problem;
-    if (op.record.termination == Termination::Timeout) {
-      outcome = Outcome::Timeout;
-      problem = Problem{errc::ExecutionTimeout, "killed at its timeout", {}};
-    } else if (op.record.termination == Termination::SandboxGone) {
-      outcome = Outcome::Failed;
-      problem = gone_problem();
-    }
+    const RecordEnding ending = record_completion(op.record, value, gone_problem());
     push(event::Done{id, std::move(value)});
-    close_record(op, outcome, now, problem);
+    close_record(op, ending.outcome, now, ending.problem);
     ops_.erase(it);
   }
 
@@ -1192,6 +1128,50 @@ class DockerMachine final : public Machine {
       }
     }
     fail(op, std::move(problem), now);
+  }
+
+  // GET /containers/{id}/archive for `target`, read as a tar stream as it arrives: the stat
+  // header must say directory (or not, for a file) before any content is taken; entries and
+  // content go to the callbacks; `done` runs once the archive ended cleanly. Every failure
+  // fails the operation with its code.
+  void get_archive(OpId id, const std::string& target, bool directory,
+                   std::function<void(const tar::Entry&)> on_entry,
+                   std::function<std::optional<Problem>(std::string_view)> on_data,
+                   std::function<void(Instant)> done) {
+    auto reader = std::make_shared<tar::Reader>();
+    auto data_problem = std::make_shared<std::optional<Problem>>();
+    const ConnId conn =
+        call(id, "GET",
+             path("/containers/" + container_ + "/archive?path=" + percent_encode(target, "/")), {},
+             [this, id, target, reader, done = std::move(done)](Result<Reply> r, Instant t) {
+               if (!alive(id)) return;
+               if (!r) return void(fail(id, r.problem(), t));
+               if (r.value().status != 200)
+                 return void(fail(id, archive_problem(target, r.value()), t));
+               reader->feed_eof();
+               if (reader->error()) return void(fail(id, *reader->error(), t));
+               done(t);
+             });
+    Conn& c = conns_.at(conn);
+    c.on_head = [this, id, target, directory](const http::ResponseParser& p, Instant t) {
+      if (p.status() != 200) return true;
+      const auto stat = path_stat(p);
+      if (!stat || (stat->type == FileType::Directory) == directory) return true;
+      abort_call(id,
+                 directory
+                     ? Problem{errc::NotADirectory, "\"" + target + "\" is not a directory", {}}
+                     : Problem{errc::IsADirectory, "\"" + target + "\" is a directory", {}},
+                 t);
+      return false;
+    };
+    c.on_body = [reader, data_problem, on_entry = std::move(on_entry),
+                 on_data = std::move(on_data)](std::string_view piece) -> std::optional<Problem> {
+      reader->feed(piece, on_entry, [&](std::string_view d) {
+        if (on_data && !*data_problem) *data_problem = on_data(d);
+      });
+      if (reader->error()) return *reader->error();
+      return *data_problem;
+    };
   }
 
   // ---- create ----

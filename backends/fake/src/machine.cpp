@@ -437,14 +437,7 @@ class FakeMachine final : public Machine {
     const bool full = operation != Operation::Kill &&
                       ops_.size() >= limits_.max_pending_operations;  // teardown is never refused
     ops_.emplace(id, std::move(op));
-    if (full) {
-      fail(id,
-           Problem{
-               errc::QueueFull,
-               std::to_string(limits_.max_pending_operations) + " operations are already in flight",
-               "Wait for some to finish (drain poll_event) before submitting more."},
-           now);
-    }
+    if (full) fail(id, queue_full(limits_), now);
     return id;
   }
 
@@ -471,21 +464,9 @@ class FakeMachine final : public Machine {
   void complete(OpId id, Completion value, Instant now) {
     Op& op = ops_.at(id);
     op.finished = true;
-    if (const auto* r = std::get_if<ExecResult>(&value)) {
-      op.record.exit_code = r->exit_code;
-      op.record.termination = r->termination;
-    }
+    const RecordEnding ending = record_completion(op.record, value, gone_problem());
     push(event::Done{id, std::move(value)});
-    Outcome outcome = Outcome::Ok;
-    std::optional<Problem> problem;
-    if (op.record.termination == Termination::Timeout) {
-      outcome = Outcome::Timeout;
-      problem = Problem{errc::ExecutionTimeout, "killed at its timeout", {}};
-    } else if (op.record.termination == Termination::SandboxGone) {
-      outcome = Outcome::Failed;
-      problem = gone_problem();
-    }
-    close(op, outcome, now, problem);
+    close(op, ending.outcome, now, ending.problem);
     ops_.erase(id);
   }
 

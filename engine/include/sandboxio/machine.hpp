@@ -175,6 +175,20 @@ struct Warning {
 using Event = std::variant<event::Output, event::Done, event::Failed, event::Cancelled,
                            event::Record, event::Warning>;
 
+/// Helpers every machine's operation bookkeeping shares.
+/// The problem a submission fails with when Limits::max_pending_operations are in flight.
+[[nodiscard]] Problem queue_full(const Limits& limits);
+
+/// How a completed operation ends in its record. An ExecResult's exit code and termination go
+/// into the record; a command killed at its timeout is Outcome::Timeout (SBX_E1302), one whose
+/// sandbox ended under it is Outcome::Failed with `gone`; anything else is Outcome::Ok.
+struct RecordEnding {
+  Outcome outcome = Outcome::Ok;
+  std::optional<Problem> problem{};
+};
+[[nodiscard]] RecordEnding record_completion(OperationRecord& record, const Completion& value,
+                                             const Problem& gone);
+
 class Machine {
  public:
   virtual ~Machine() = default;
