@@ -91,25 +91,36 @@ std::string request(int fd, const std::string& method, const std::string& path,
   return head_end == std::string::npos ? std::string() : in.substr(head_end + 4, need);
 }
 
-double raw_true(const std::string& container) {
-  const auto t = Clock::now();
-  const int fd = unix_connect();
+// Creates an exec of `cmd_json` on the keep-alive connection `fd`, starts it on a connection of
+// its own without Upgrade (the daemon streams until the process ends, then closes), reads all of
+// it and returns the bytes read; `id` receives the exec's id.
+std::uint64_t raw_exec(int fd, const std::string& container, const std::string& cmd_json,
+                       std::string& id) {
   const std::string created =
       request(fd, "POST", "/v1.41/containers/" + container + "/exec",
-              R"({"AttachStdout":true,"AttachStderr":true,"Cmd":["true"]})");
-  const auto p = created.find("\"Id\":\"");
-  const std::string id = created.substr(p + 6, 64);
-  // start without Upgrade: the daemon streams until the process ends, then closes.
+              R"({"AttachStdout":true,"AttachStderr":true,"Cmd":)" + cmd_json + "}");
+  id = created.substr(created.find("\"Id\":\"") + 6, 64);
   const int s = unix_connect();
   const std::string body = R"({"Detach":false,"Tty":false})";
   send_all(s, "POST /v1.41/exec/" + id +
                   "/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\n"
                   "Content-Length: " +
                   std::to_string(body.size()) + "\r\n\r\n" + body);
-  char buf[8192];
-  while (::recv(s, buf, sizeof buf, 0) > 0) {
-  }
+  static std::vector<char> buf(256 * 1024);
+  std::uint64_t total = 0;
+  ssize_t n = 0;
+  while ((n = ::recv(s, buf.data(), buf.size(), 0)) > 0)
+    total += static_cast<std::uint64_t>(n);
   ::close(s);
+  return total;
+}
+
+// The shortest sequence for run({"true"}): exec create, start, inspect.
+double raw_true(const std::string& container) {
+  const auto t = Clock::now();
+  const int fd = unix_connect();
+  std::string id;
+  (void)raw_exec(fd, container, R"(["true"])", id);
   const std::string inspect = request(fd, "GET", "/v1.41/exec/" + id + "/json", "");
   ::close(fd);
   if (inspect.find("\"ExitCode\":0") == std::string::npos) std::cerr << "raw: bad exit\n";
@@ -119,25 +130,10 @@ double raw_true(const std::string& container) {
 // Reads an exec's whole output and discards it: the most a client can take from the daemon.
 std::uint64_t raw_read_all(const std::string& container, const std::string& bytes) {
   const int fd = unix_connect();
-  const std::string created =
-      request(fd, "POST", "/v1.41/containers/" + container + "/exec",
-              R"({"AttachStdout":true,"AttachStderr":true,"Cmd":["head","-c",")" + bytes +
-                  R"(","/dev/zero"]})");
+  std::string id;
+  const std::uint64_t total =
+      raw_exec(fd, container, R"(["head","-c",")" + bytes + R"(","/dev/zero"])", id);
   ::close(fd);
-  const auto p = created.find("\"Id\":\"");
-  const std::string id = created.substr(p + 6, 64);
-  const int s = unix_connect();
-  const std::string body = R"({"Detach":false,"Tty":false})";
-  send_all(s, "POST /v1.41/exec/" + id +
-                  "/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\n"
-                  "Content-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::vector<char> buf(256 * 1024);
-  std::uint64_t total = 0;
-  ssize_t n = 0;
-  while ((n = ::recv(s, buf.data(), buf.size(), 0)) > 0)
-    total += static_cast<std::uint64_t>(n);
-  ::close(s);
   return total;
 }
 

@@ -12,6 +12,15 @@
 
 using sandboxio::cli::g_interrupted;
 
+namespace {
+
+// An option given once per value (--env A=1 --env B=2), one value per occurrence.
+CLI::Option* repeatable(CLI::Option* option) {
+  return option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
   std::signal(SIGTERM, [](int) { g_interrupted = 1; });
@@ -30,15 +39,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--backend,-b", run_args.backend, "DSN (default: the best available)");
   run_cmd->add_option("--timeout,-t", run_args.timeout_seconds, "seconds before it is killed")
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--allow", run_args.allow, "a host the command may reach (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  run_cmd->add_option("--env,-e", run_args.env, "NAME=VALUE for the command (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  run_cmd->add_option("--file,-f", run_args.files, "LOCAL:REMOTE file to copy in (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  repeatable(
+      run_cmd->add_option("--allow", run_args.allow, "a host the command may reach (repeatable)"));
+  repeatable(
+      run_cmd->add_option("--env,-e", run_args.env, "NAME=VALUE for the command (repeatable)"));
+  repeatable(run_cmd->add_option("--file,-f", run_args.files,
+                                 "LOCAL:REMOTE file to copy in (repeatable)"));
   run_cmd->add_option("--routing", run_args.routing, "routing file choosing the class")
       ->check(CLI::ExistingFile);
   run_cmd->add_option("--tool", run_args.tool, "tool name for the routing file");
@@ -64,12 +70,10 @@ int main(int argc, char** argv) {
   sandboxio::cli::ReapArgs reap_args;
   auto* reap_cmd = app.add_subcommand(
       "reap", "List the sandboxes sandboxio manages, stopped ones too; remove them with --kill");
-  reap_cmd->add_option("--backend,-b", reap_args.backends, "DSN to look in (default docker://)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  reap_cmd->add_option("--label,-l", reap_args.labels, "KEY=VALUE the sandboxes must carry")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  repeatable(reap_cmd->add_option("--backend,-b", reap_args.backends,
+                                  "DSN to look in (default docker://)"));
+  repeatable(
+      reap_cmd->add_option("--label,-l", reap_args.labels, "KEY=VALUE the sandboxes must carry"));
   reap_cmd->add_option("--older-than", reap_args.older_than, "only those older than this (10m)");
   reap_cmd->add_flag("--kill", reap_args.kill, "remove them (the default is a dry run)");
   reap_cmd->add_flag("--json", reap_args.json, "machine-readable list");

@@ -596,27 +596,28 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     tool_result(call, text, std::move(s).str());
   }
 
-  void tool_result(const std::shared_ptr<Call>& call, const std::string& text,
-                   const std::string& structured) {
+  // A CallToolResult: the text for the model, the same facts as structured content.
+  static void answer(const std::shared_ptr<Call>& call, const std::string& text, bool is_error,
+                     const std::string& structured) {
     JsonWriter w;
     w.begin_object().key("content").begin_array().begin_object().key("type").value("text");
-    w.key("text").value(text).end_object().end_array().key("isError").value(false).end_object();
+    w.key("text").value(text).end_object().end_array().key("isError").value(is_error);
+    w.end_object();
     std::string result = std::move(w).str();
     result.insert(result.size() - 1, R"(,"structuredContent":)" + structured);
     finish(call, std::move(result));
+  }
+
+  static void tool_result(const std::shared_ptr<Call>& call, const std::string& text,
+                          const std::string& structured) {
+    answer(call, text, false, structured);
   }
 
   void invalid_arguments(const std::shared_ptr<Call>& call, const std::string& why) {
     JsonWriter s;
     s.begin_object().key("error").begin_object().key("code").value("invalid_arguments");
     s.key("message").value(why).end_object().end_object();
-    JsonWriter w;
-    w.begin_object().key("content").begin_array().begin_object().key("type").value("text");
-    w.key("text").value("Invalid arguments: " + why).end_object().end_array();
-    w.key("isError").value(true).end_object();
-    std::string result = std::move(w).str();
-    result.insert(result.size() - 1, R"(,"structuredContent":)" + std::move(s).str());
-    finish(call, std::move(result));
+    answer(call, "Invalid arguments: " + why, true, std::move(s).str());
   }
 
   // A sandbox error is a tool error: the SBX code, what it means and how to fix it.
@@ -633,13 +634,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     s.begin_object().key("error").begin_object().key("code").value(code_id);
     s.key("name").value(name).key("message").value(summary).key("hint").value(hint);
     s.end_object().end_object();
-    JsonWriter w;
-    w.begin_object().key("content").begin_array().begin_object().key("type").value("text");
-    w.key("text").value(code_id + " " + name + ": " + summary + (hint.empty() ? "" : " Hint: " + hint));
-    w.end_object().end_array().key("isError").value(true).end_object();
-    std::string result = std::move(w).str();
-    result.insert(result.size() - 1, R"(,"structuredContent":)" + std::move(s).str());
-    finish(call, std::move(result));
+    answer(call, code_id + " " + name + ": " + summary + (hint.empty() ? "" : " Hint: " + hint),
+           true, std::move(s).str());
   }
 };
 
