@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pty.h>
+#include <sys/ioctl.h>
 #include <simdjson.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -89,32 +90,56 @@ Ran cli(std::vector<std::string> args, const std::vector<std::string>& env = {})
   return r;
 }
 
-// Runs the CLI on a pseudo-terminal: what a person sees.
+// Runs the CLI on a pseudo-terminal: what a person sees. A shell prints an end marker with
+// the exit status after the CLI has ended, and the test keeps its own handle on the terminal:
+// reading stops at the marker, never at the hang-up, which on Linux can race ahead of output
+// still in flight from the terminal's other side.
 Ran on_terminal(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
   Ran r;
-  int master = -1;
+  int master = -1, slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return r;
   std::vector<std::string> keep;
   auto envp = env_with(env, keep);
-  args.insert(args.begin(), SBX_CLI);
+  const std::string script = "\"$0\" \"$@\"; printf '\\n@@end %d@@' $?";
+  args.insert(args.begin(), {"/bin/sh", "-c", script, SBX_CLI});
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
-  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  const pid_t pid = ::fork();
   if (pid == 0) {
-    ::execve(SBX_CLI, argv.data(), envp.data());
+    ::close(master);
+    ::setsid();
+    if (::ioctl(slave, TIOCSCTTY, 0) != 0) ::_exit(126);
+    for (int fd = 0; fd < 3; ++fd)
+      ::dup2(slave, fd);
+    ::close(slave);
+    ::execve("/bin/sh", argv.data(), envp.data());
     ::_exit(127);
   }
+  static const std::string marker = "\n@@end ";
   char buf[4096];
-  while (true) {
+  std::size_t at = std::string::npos;
+  while (at == std::string::npos || r.out.find("@@", at + marker.size()) == std::string::npos) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 60'000) <= 0) {
+      ADD_FAILURE() << "no end marker from the CLI within 60 s: " << r.out;
+      break;
+    }
     const ssize_t n = ::read(master, buf, sizeof buf);
-    if (n <= 0) break;  // EIO once the child closed the terminal
+    if (n <= 0) break;
     r.out.append(buf, static_cast<std::size_t>(n));
+    at = r.out.find("@@end ");
+    if (at != std::string::npos) at = r.out.rfind('\n', at);
   }
   ::close(master);
+  ::close(slave);
   int st = 0;
   ::waitpid(pid, &st, 0);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (at != std::string::npos) {
+    r.status = std::atoi(r.out.c_str() + at + marker.size());
+    r.out.resize(at);
+  }
   return r;
 }
 
