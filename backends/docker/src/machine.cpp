@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "sandboxio/base64.hpp"
 #include "sandboxio/docker.hpp"
 #include "sandboxio/docker_stream.hpp"
 #include "sandboxio/duration.hpp"
@@ -14,6 +15,7 @@
 #include "sandboxio/json.hpp"
 #include "sandboxio/json_writer.hpp"
 #include "sandboxio/redact.hpp"
+#include "sandboxio/shell.hpp"
 #include "sandboxio/tar.hpp"
 
 namespace sandboxio::docker {
@@ -31,13 +33,6 @@ constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
 constexpr nanoseconds kKillBackstop = 3s;
 constexpr nanoseconds kReinspectEvery = 20ms;
 constexpr std::string_view kRuncError = "OCI runtime exec failed";
-
-// Kills every process whose environment carries the exec's token (setsid escapees included).
-// Runs as the container's user, which may kill its own processes without CAP_KILL.
-constexpr std::string_view kKillScript =
-    R"(for p in /proc/[0-9]*; do )"
-    R"(if grep -qz "^SBX_EXEC_TOKEN=$1\$" "$p/environ" 2>/dev/null; )"
-    R"(then kill -KILL "${p#/proc/}" 2>/dev/null; fi; done; exit 0)";
 
 // Lists a directory on a tmpfs mount as records "TYPE/SIZE/NAME\0".
 constexpr std::string_view kListScript =
@@ -78,50 +73,6 @@ struct ExecDone {
   bool runc_error = false;
   Bytes out{}, err{};
 };
-
-std::string quote_arg(const std::string& a) {
-  const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$&;|<>*?()`") == std::string::npos;
-  if (plain) return a;
-  std::string out = "'";
-  for (char c : a)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string join(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out.push_back(' ');
-    out += quote_arg(a);
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=') break;
-    const int v = val(c);
-    if (v < 0) return std::nullopt;
-    acc = (acc << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
 
 class DockerMachine final : public Machine {
  public:
@@ -1448,10 +1399,10 @@ class DockerMachine final : public Machine {
 
   // ---- execs ----
   OpId start_user_exec(Operation operation, Command command, bool streaming, Instant now) {
-    const OpId id =
-        open(operation, now,
-             operation == Operation::RunCode && command.argv.size() == 3 ? command.argv[2]
-                                                                         : join(command.argv));
+    const OpId id = open(operation, now,
+                         operation == Operation::RunCode && command.argv.size() == 3
+                             ? command.argv[2]
+                             : shell_join(command.argv));
     if (!ops_.count(id)) return id;
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
     if (command.argv.empty())
@@ -1512,7 +1463,7 @@ class DockerMachine final : public Machine {
     w.key("Env").begin_array();
     for (const auto& v : e.env)
       w.value(v);
-    if (e.user) w.value("SBX_EXEC_TOKEN=" + e.token);
+    if (e.user) w.value(std::string(kExecTokenVar) + "=" + e.token);
     w.end_array();
     const std::string workdir =
         !e.workdir.empty() ? e.workdir : (options_ ? options_->workdir : std::string());
@@ -1878,7 +1829,7 @@ class DockerMachine final : public Machine {
     auto ex = execs_.find(target);
     if (ex == execs_.end()) return;
     const std::string token = ex->second.token;
-    run_internal(0, {"sh", "-c", std::string(kKillScript), "sh", token}, {},
+    run_internal(0, {"sh", "-c", std::string(kKillByTokenScript), "sh", token}, {},
                  [this, target](Result<ExecDone>, Instant t) {
                    // Whatever the killer said, the stream must end soon; if it does not,
                    // the backstop reports without it.

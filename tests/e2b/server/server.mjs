@@ -19,6 +19,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -202,8 +203,15 @@ function destroySandbox(sb) {
       allSandboxes.delete(sb);
       log('removed', sb.id);
     } catch {
-      if (++tries < 50) setTimeout(cleanup, 100);  // a process still leaving the mount
-      else log('could not unmount', sb.root);
+      if (++tries < 50) {
+        setTimeout(cleanup, 100);  // a process still leaving the mount
+      } else {
+        let holders = '';
+        try {
+          holders = execFileSync('fuser', ['-vm', sb.root], { encoding: 'utf8', stdio: 'pipe' });
+        } catch (e) { holders = String(e.stderr ?? ''); }
+        log('could not unmount', sb.root, holders);
+      }
     }
   };
   cleanup();
@@ -252,6 +260,15 @@ async function api(req, res) {
     if (body.templateID === 'no-such-template') {
       return apiError(res, 404, `template '${body.templateID}' not found`);
     }
+    if (body.templateID === 'sbx-slow-create') {
+      // For the create-timeout and cancellation tests: the answer takes 3 s, and a client that
+      // hangs up before then gets no sandbox.
+      const gone = await new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), 3000);
+        res.on('close', () => { clearTimeout(timer); resolve(true); });
+      });
+      if (gone) return undefined;
+    }
     return sendJson(res, 201, sandboxJson(createSandbox(body)));
   }
   if (req.method === 'GET' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
@@ -273,7 +290,10 @@ async function api(req, res) {
       return res.end();
     }
     if (req.method === 'GET') {
-      return sendJson(res, 200, { ...listedJson(sb), envdAccessToken: sb.accessToken, domain: null });
+      return sendJson(res, 200, {
+        ...listedJson(sb), envdAccessToken: sb.accessToken, domain: null,
+        allowInternetAccess: sb.internet,
+      });
     }
   }
   if ((m = p.match(/^(?:\/v2)?\/sandboxes\/([^/]+)\/(connect|timeout|pause)$/)) && req.method === 'POST') {
@@ -562,7 +582,8 @@ async function files(sb, req, res, url) {
     }
     if (st.isDirectory()) return apiError(res, 400, `path '${abs}' is a directory`);
     res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': st.size });
-    return fs.createReadStream(host).pipe(res);
+    // pipeline closes the file when the client goes away (a file left open keeps the mount busy).
+    return pipeline(fs.createReadStream(host), res).catch(() => {});
   }
   if (req.method !== 'POST') return apiError(res, 405, 'method not allowed');
   const type = req.headers['content-type'] ?? '';
@@ -586,13 +607,7 @@ async function files(sb, req, res, url) {
     } else {
       if (!target) return apiError(res, 400, 'path is required for application/octet-stream');
       const { abs, host } = place(target);
-      await new Promise((resolve, reject) => {
-        const out = fs.createWriteStream(host);
-        req.pipe(out);
-        out.on('finish', resolve);
-        out.on('error', reject);
-        req.on('error', reject);
-      });
+      await pipeline(req, fs.createWriteStream(host));
       written.push({ name: path.posix.basename(abs), path: abs, type: 'file' });
     }
   } catch (e) {

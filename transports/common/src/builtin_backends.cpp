@@ -1,7 +1,7 @@
-// The first-party schemes. A backend that is not compiled in stays listed, with the build
-// option that enables it, so that users get SBX_E1101 BackendNotInstalled (not "unknown").
+// The first-party schemes: fake://, docker:// and e2b://.
 #include "sandboxio/config.hpp"
 #include "sandboxio/docker.hpp"
+#include "sandboxio/e2b.hpp"
 #include "sandboxio/fake.hpp"
 
 namespace sandboxio {
@@ -9,12 +9,7 @@ namespace sandboxio {
 void register_builtin_backends(BackendRegistry& registry) {
   (void)registry.add(fake::backend_entry());
   (void)registry.add(docker::backend_entry());
-  (void)registry.add({.scheme = "e2b",
-                      .summary = "E2B cloud microVMs",
-                      .factory = {},
-                      .enable_hint = "The e2b:// backend is not in this release yet; it lands "
-                                     "with the SANDBOXIO_WITH_E2B CMake option.",
-                      .options = {}});
+  (void)registry.add(e2b::backend_entry());
 }
 
 }  // namespace sandboxio

@@ -1,0 +1,147 @@
+// e2b:// configuration: the DSN's options and E2B's own environment variables (E2B_API_KEY,
+// E2B_DOMAIN, E2B_API_URL, E2B_SANDBOX_URL). This is the driver side of the backend: it reads
+// the environment, the process id and the clock once, and hands values to the machine.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+#include "sandboxio/e2b.hpp"
+
+namespace sandboxio::e2b {
+namespace {
+
+const OptionSpec kOptions[] = {
+    {"api_url", OptionType::String,
+     "control plane URL (default E2B_API_URL, else https://api.DOMAIN)"},
+    {"sandbox_url", OptionType::String,
+     "one URL for envd and the code interpreter (default E2B_SANDBOX_URL)"},
+    {"domain", OptionType::String, "E2B domain (default E2B_DOMAIN, else e2b.app)"},
+    {"ca", OptionType::String, "PEM file of trust anchors for TLS (default SSL_CERT_FILE)"},
+};
+
+std::string env_or(const char* name, std::string fallback = {}) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string session_id() {
+  static const std::string id = [] {
+    std::random_device rd;
+    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
+    std::string s;
+    for (int i = 0; i < 12; ++i)
+      s.push_back(digits[rd() % 36]);
+    return s;
+  }();
+  return id;
+}
+
+std::string owner_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+Result<Origin> parse_origin(std::string_view url, const std::string& ca_file) {
+  auto bad = [&](const std::string& why) {
+    return Problem{errc::InvalidOption, "E2B URL \"" + std::string(url) + "\": " + why,
+                   "Write https://HOST[:PORT] or http://HOST:PORT, without a path."};
+  };
+  Origin o;
+  o.endpoint.kind = Endpoint::Kind::Tcp;
+  std::string_view rest;
+  if (url.starts_with("https://")) {
+    o.endpoint.tls = true;
+    o.endpoint.port = 443;
+    rest = url.substr(8);
+  } else if (url.starts_with("http://")) {
+    o.endpoint.port = 80;
+    rest = url.substr(7);
+  } else {
+    return bad("the scheme must be http or https");
+  }
+  while (!rest.empty() && rest.back() == '/')
+    rest.remove_suffix(1);
+  if (rest.find_first_of("/?#@ ") != std::string_view::npos)
+    return bad("only a scheme, a host and a port");
+  std::string_view name = rest;
+  if (!rest.empty() && rest.front() == '[') {
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unclosed [");
+    name = rest.substr(1, close - 1);
+    rest.remove_prefix(close + 1);
+    if (!rest.empty() && rest.front() != ':') return bad("junk after ]");
+    if (!rest.empty()) rest.remove_prefix(1);
+  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    name = rest.substr(0, colon);
+    rest.remove_prefix(colon + 1);
+  } else {
+    rest = {};
+  }
+  if (!rest.empty()) {
+    unsigned long p = 0;
+    for (char c : rest) {
+      if (c < '0' || c > '9' || p > 65535) return bad("bad port");
+      p = p * 10 + static_cast<unsigned long>(c - '0');
+    }
+    if (p == 0 || p > 65535) return bad("bad port");
+    o.endpoint.port = static_cast<std::uint16_t>(p);
+  }
+  if (name.empty()) return bad("no host name");
+  o.endpoint.address = std::string(name);
+  const bool default_port = o.endpoint.port == (o.endpoint.tls ? 443 : 80);
+  const bool v6 = o.endpoint.address.find(':') != std::string::npos;
+  o.host = (v6 ? "[" + o.endpoint.address + "]" : o.endpoint.address) +
+           (default_port ? "" : ":" + std::to_string(o.endpoint.port));
+  if (o.endpoint.tls) {
+    o.endpoint.server_name = o.endpoint.address;
+    o.endpoint.ca_file = ca_file;
+  }
+  return o;
+}
+
+Result<Config> config_for(const Dsn& dsn) {
+  auto typed = dsn.typed(kOptions);
+  if (!typed) return typed.problem();
+  const TypedOptions& o = typed.value();
+  Config c;
+  c.template_id = dsn.target;  // may be empty for listing and reaping; create() refuses that
+  c.api_key = env_or("E2B_API_KEY");
+  c.domain = o.has("domain") ? o.string("domain") : env_or("E2B_DOMAIN", "e2b.app");
+  c.ca_file = o.has("ca") ? o.string("ca") : std::string{};
+  const std::string api =
+      o.has("api_url") ? o.string("api_url") : env_or("E2B_API_URL", "https://api." + c.domain);
+  auto origin = parse_origin(api, c.ca_file);
+  if (!origin) return origin.problem();
+  c.api = std::move(origin).value();
+  const std::string sandbox =
+      o.has("sandbox_url") ? o.string("sandbox_url") : env_or("E2B_SANDBOX_URL");
+  if (!sandbox.empty()) {
+    auto s = parse_origin(sandbox, c.ca_file);
+    if (!s) return s.problem();
+    c.sandbox = std::move(s).value();
+  }
+  c.owner = owner_id();
+  c.session = session_id();
+  c.wall_clock = [] { return std::chrono::system_clock::now(); };
+  return c;
+}
+
+BackendEntry backend_entry() {
+  BackendEntry e;
+  e.scheme = "e2b";
+  e.summary = "E2B cloud microVMs (control plane, envd and the code interpreter)";
+  e.factory = [](const Dsn& dsn) -> Result<std::unique_ptr<Machine>> {
+    auto config = config_for(dsn);
+    if (!config) return config.problem();
+    return make_machine(std::move(config).value());
+  };
+  e.options.assign(std::begin(kOptions), std::end(kOptions));
+  return e;
+}
+
+}  // namespace sandboxio::e2b
