@@ -43,6 +43,7 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 const sandboxes = new Map();  // the running ones, by id
 const allSandboxes = new Set();  // until their mount is removed
+const rateLimited = new Map();  // create requests seen per session, for sbx-rate-limited*
 const log = (...a) => process.stderr.write(`[e2b-local] ${a.join(' ')}\n`);
 
 // ---------------------------------------------------------------- helpers
@@ -259,6 +260,17 @@ async function api(req, res) {
     if (!body.templateID) return apiError(res, 400, 'templateID is required');
     if (body.templateID === 'no-such-template') {
       return apiError(res, 404, `template '${body.templateID}' not found`);
+    }
+    if (body.templateID.startsWith('sbx-rate-limited')) {
+      // For the retry tests: 429 with Retry-After: 1 on the first request of each session,
+      // every time for sbx-rate-limited-always.
+      const key = body.metadata?.['io.sandboxio.session'] ?? '';
+      const seen = rateLimited.get(key) ?? 0;
+      rateLimited.set(key, seen + 1);
+      if (body.templateID === 'sbx-rate-limited-always' || seen === 0) {
+        res.writeHead(429, { 'Content-Type': 'application/json', 'Retry-After': '1' });
+        return res.end(JSON.stringify({ code: 429, message: 'rate limit exceeded' }));
+      }
     }
     if (body.templateID === 'sbx-slow-create') {
       // For the create-timeout and cancellation tests: the answer takes 3 s, and a client that

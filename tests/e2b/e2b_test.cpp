@@ -1,0 +1,157 @@
+// e2b:// behaviour beyond the contract suite, against the local E2B-compatible server: errors
+// mapped the way users need them (a wrong or missing key names E2B_API_KEY, an unknown template,
+// 429 retried as Retry-After says), reaping by metadata, rich outputs, a timed-out cell
+// restarting its context, a sandbox killed from outside, and plain HTTP next to TLS.
+#include <gtest/gtest.h>
+
+#include "e2b_support.hpp"
+#include "sandboxio/base64.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sandboxio::errc;
+using sandboxio::testing::e2b_server;
+
+template <class F>
+sandboxio::Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const sandboxio::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return sandboxio::Error(errc::ConfigurationError, "none");
+}
+
+class E2b : public ::testing::Test {
+ protected:
+  void SetUp() override { SBX_REQUIRE_E2B_SERVER(); }
+  void TearDown() override {
+    ::setenv("E2B_API_KEY", sandboxio::testing::kE2bApiKey, 1);
+    EXPECT_TRUE(sandboxio::testing::no_e2b_sandbox_left_within()) << "a sandbox was left behind";
+  }
+};
+
+TEST_F(E2b, AWrongKeyIsAnAuthenticationErrorNamingTheVariable) {
+  ::setenv("E2B_API_KEY", "e2b_wrong", 1);
+  const auto e = error_of([] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn()); });
+  EXPECT_EQ(e.code(), errc::AuthenticationError);
+  EXPECT_NE(std::string(e.what()).find("E2B_API_KEY"), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).find("e2b_wrong"), std::string::npos) << "the key leaked";
+}
+
+TEST_F(E2b, AMissingKeyFailsBeforeAnyCall) {
+  ::unsetenv("E2B_API_KEY");
+  const auto e = error_of([] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn()); });
+  EXPECT_EQ(e.code(), errc::CredentialsMissing);
+  EXPECT_NE(std::string(e.what()).find("E2B_API_KEY"), std::string::npos) << e.what();
+}
+
+TEST_F(E2b, AnUnknownTemplateSaysSo) {
+  const auto e = error_of(
+      [] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn("no-such-template")); });
+  EXPECT_EQ(e.code(), errc::ImageNotFound);
+  EXPECT_NE(std::string(e.what()).find("no-such-template"), std::string::npos) << e.what();
+}
+
+TEST_F(E2b, TooManyRequestsIsRetriedAsRetryAfterSays) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn("sbx-rate-limited"));
+  EXPECT_TRUE(sb.run({"true"}).ok());
+  const auto e = error_of(
+      [] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn("sbx-rate-limited-always")); });
+  EXPECT_EQ(e.code(), errc::RateLimited);
+}
+
+TEST_F(E2b, ReapingFindsSandboxesByMetadataAndRemovesThem) {
+  const std::string dsn = e2b_server().dsn();
+  sandboxio::CreateOptions o;
+  o.outlive_owner = true;
+  o.labels["purpose"] = "reap-test";
+  std::string id;
+  {
+    auto sb = sandboxio::sync::Sandbox::create(dsn, o);
+    id = sb.id();
+    sb.detach();
+  }
+  const auto listed = sandboxio::sync::list_managed(dsn, {{"purpose", "reap-test"}});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, id);
+  EXPECT_EQ(listed[0].backend, "e2b");
+  EXPECT_EQ(listed[0].labels.at("purpose"), "reap-test");
+  EXPECT_EQ(listed[0].lifetime, o.lifetime);
+  EXPECT_EQ(listed[0].state, sandboxio::SandboxState::Running);
+  sandboxio::sync::remove_managed(dsn, id);
+  EXPECT_TRUE(sandboxio::sync::list_managed(dsn, {{"purpose", "reap-test"}}).empty());
+  EXPECT_EQ(error_of([&] { sandboxio::sync::remove_managed(dsn, id); }).code(),
+            errc::SandboxNotFound);
+}
+
+TEST_F(E2b, RichOutputsComeAsMimeBundles) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+  const auto r = sb.run_code(
+      "class Chart:\n"
+      "    def _repr_png_(self): return b'\\x89PNG\\r\\n'\n"
+      "    def _repr_html_(self): return '<img>'\n"
+      "Chart()");
+  ASSERT_TRUE(r.ok()) << r.stderr_bytes;
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].mime_type, "text/plain");
+  EXPECT_EQ(r.results[1].mime_type, "text/html");
+  EXPECT_EQ(r.results[1].data, "<img>");
+  EXPECT_EQ(r.results[2].mime_type, "image/png");
+  EXPECT_EQ(sandboxio::base64_decode(r.results[2].data), std::string("\x89PNG\r\n"));
+}
+
+TEST_F(E2b, ATimedOutCellRestartsItsContext) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+  const auto ctx = sb.create_context();
+  sandboxio::CodeRequest a;
+  a.code = "kept = 1";
+  a.context = ctx.id;
+  ASSERT_TRUE(sb.run_code(a).ok());
+  sandboxio::CodeRequest slow;
+  slow.code = "import time\ntime.sleep(30)";
+  slow.context = ctx.id;
+  slow.timeout = 500ms;
+  EXPECT_EQ(sb.run_code(slow).termination, sandboxio::Termination::Timeout);
+  sandboxio::CodeRequest after;
+  after.code = "print(1 + 1)";
+  after.context = ctx.id;
+  const auto r = sb.run_code(after);
+  EXPECT_EQ(r.stdout_bytes, "2\n") << "the context does not answer after its restart";
+  sandboxio::CodeRequest unknown;
+  unknown.code = "1";
+  unknown.context = "no-such-context";
+  EXPECT_EQ(error_of([&] { (void)sb.run_code(unknown); }).code(), errc::CodeContextNotFound);
+}
+
+TEST_F(E2b, ASandboxKilledFromOutsideIsGone) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+  auto p = sb.stream({"sh", "-c", "echo started; sleep 600"});
+  ASSERT_TRUE(p.next().has_value());
+  sandboxio::testing::capture(
+      "curl -fsS -X DELETE -H 'X-API-KEY: " + std::string(sandboxio::testing::kE2bApiKey) +
+      "' http://127.0.0.1:" + std::to_string(e2b_server().api) + "/sandboxes/" + sb.id());
+  while (p.next()) {
+  }
+  EXPECT_EQ(p.wait().termination, sandboxio::Termination::SandboxGone);
+  EXPECT_EQ(error_of([&] { (void)sb.run({"true"}); }).code(), errc::SandboxGone);
+}
+
+TEST_F(E2b, PlainHttpWorksToo) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn("base", /*tls=*/false));
+  const auto r = sb.run({"sh", "-c", "echo plain"});
+  EXPECT_EQ(r.stdout_bytes, "plain\n");
+}
+
+TEST_F(E2b, AnUntrustedCertificateIsATlsError) {
+  const auto s = e2b_server();
+  const std::string dsn = "e2b://base?api_url=https://127.0.0.1:" + std::to_string(s.api_tls) +
+                          "&sandbox_url=https://127.0.0.1:" + std::to_string(s.sandbox_tls) +
+                          "&ca=/etc/ssl/certs/ca-certificates.crt";
+  EXPECT_EQ(error_of([&] { (void)sandboxio::sync::Sandbox::create(dsn); }).code(), errc::TlsError);
+}
+
+}  // namespace
