@@ -87,13 +87,31 @@ Verdict check_docker(const std::string& image) {
   return v;
 }
 
+// E2B: the key by name only, then one free call: listing the sandboxes sandboxio manages (it
+// proves the control plane answers and accepts the key; it creates nothing).
 Verdict check_e2b() {
-  Verdict v{"e2b", false, {}};
+  Verdict v{"e2b", true, {}};
   const bool key = std::getenv("E2B_API_KEY") && *std::getenv("E2B_API_KEY");
   v.checks.push_back({"E2B_API_KEY", key, key ? "set (value not shown)" : "not set",
                       key ? "" : "Set E2B_API_KEY to use e2b:// (the value is never printed)."});
-  v.checks.push_back({"backend built in", false, "e2b:// is not in this release yet",
-                      "It lands with the SANDBOXIO_WITH_E2B build option."});
+  if (!key) {
+    v.installed = false;  // not configured: not a failure of this machine
+    return v;
+  }
+  const char* api = std::getenv("E2B_API_URL");
+  const char* domain = std::getenv("E2B_DOMAIN");
+  const std::string where =
+      api && *api ? api : "https://api." + std::string(domain && *domain ? domain : "e2b.app");
+  try {
+    const auto managed = sync::list_managed("e2b://");
+    v.checks.push_back({"control plane",
+                        true,
+                        where + " accepts the key; " + std::to_string(managed.size()) +
+                            " sandbox(es) managed by sandboxio",
+                        {}});
+  } catch (const Error& e) {
+    v.checks.push_back({"control plane", false, e.what(), e.hint()});
+  }
   return v;
 }
 

@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
   sandboxio::cli::ReapArgs reap_args;
   auto* reap_cmd = app.add_subcommand(
       "reap", "List the sandboxes sandboxio manages, stopped ones too; remove them with --kill");
-  repeatable(reap_cmd->add_option("--backend,-b", reap_args.backends,
-                                  "DSN to look in (default docker://)"));
+  repeatable(reap_cmd->add_option(
+      "--backend,-b", reap_args.backends,
+      "DSN to look in (default docker://, and e2b:// when E2B_API_KEY is set)"));
   repeatable(
       reap_cmd->add_option("--label,-l", reap_args.labels, "KEY=VALUE the sandboxes must carry"));
   reap_cmd->add_option("--older-than", reap_args.older_than, "only those older than this (10m)");

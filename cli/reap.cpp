@@ -1,5 +1,6 @@
 // sandboxio reap: the sandboxes sandboxio manages, stopped ones too; a dry run unless --kill.
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.hpp"
@@ -30,7 +31,10 @@ int reap(const ReapArgs& a) {
     older_than = d.value();
   }
   std::vector<std::string> backends = a.backends;
-  if (backends.empty()) backends = {"docker://"};
+  if (backends.empty()) {
+    backends = {"docker://"};
+    if (const char* key = std::getenv("E2B_API_KEY"); key && *key) backends.push_back("e2b://");
+  }
   const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -93,8 +97,9 @@ int reap(const ReapArgs& a) {
     return failed ? 1 : 0;
   }
   for (const auto& r : rows) {
-    std::cout << r.m.backend << " " << r.m.id.substr(0, 12) << "  " << to_string(r.m.state)
-              << "  owner " << (r.m.owner.empty() ? "?" : r.m.owner) << "  age "
+    const std::string id = r.m.backend == "docker" ? r.m.id.substr(0, 12) : r.m.id;
+    std::cout << r.m.backend << " " << id << "  " << to_string(r.m.state) << "  owner "
+              << (r.m.owner.empty() ? "?" : r.m.owner) << "  age "
               << (r.m.created_unix ? std::to_string(now - r.m.created_unix) + "s" : "?")
               << (r.m.expired_at(now) ? out.bad("  past its lifetime") : "") << "  "
               << (a.kill ? out.ok(r.outcome) : out.dim(r.outcome)) << "\n";

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang-14 clang-format clang-tidy ccache pkg-config binutils
   libsimdjson-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
-  libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
 )
 missing=()
 for p in "${packages[@]}"; do

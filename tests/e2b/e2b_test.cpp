@@ -3,6 +3,7 @@
 // 429 retried as Retry-After says), reaping by metadata, rich outputs, a timed-out cell
 // restarting its context, a sandbox killed from outside, and plain HTTP next to TLS.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include "e2b_support.hpp"
 #include "sandboxio/base64.hpp"
@@ -152,6 +153,43 @@ TEST_F(E2b, AnUntrustedCertificateIsATlsError) {
                           "&sandbox_url=https://127.0.0.1:" + std::to_string(s.sandbox_tls) +
                           "&ca=/etc/ssl/certs/ca-certificates.crt";
   EXPECT_EQ(error_of([&] { (void)sandboxio::sync::Sandbox::create(dsn); }).code(), errc::TlsError);
+}
+
+}  // namespace
+
+namespace {
+
+// The command line on e2b://: doctor's verdict, run's exit code, reap's dry run and --kill.
+std::string cli(const std::string& env, const std::string& args, int* status = nullptr) {
+  return sandboxio::testing::capture(env + SBX_CLI + " " + args + " 2>&1", status);
+}
+
+TEST_F(E2b, TheCommandLineSpeaksE2b) {
+  const auto s = e2b_server();
+  const std::string env = "E2B_API_KEY=" + std::string(sandboxio::testing::kE2bApiKey) +
+                          " E2B_API_URL=http://127.0.0.1:" + std::to_string(s.api) +
+                          " E2B_SANDBOX_URL=http://127.0.0.1:" + std::to_string(s.sandbox) + " ";
+  int status = 0;
+  const std::string doctor_e2b = cli(env, "doctor --json");
+  EXPECT_NE(doctor_e2b.find(R"("backend":"e2b","installed":true,"ok":true)"), std::string::npos)
+      << doctor_e2b;
+  EXPECT_EQ(doctor_e2b.find(sandboxio::testing::kE2bApiKey), std::string::npos) << "key printed";
+
+  const std::string dsn = "'" + s.dsn("base", false) + "'";
+  cli(env, "run -b " + dsn + " -- sh -c 'echo hi; exit 3'", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+
+  sandboxio::CreateOptions o;
+  o.outlive_owner = true;
+  o.labels["purpose"] = "cli-reap";
+  auto sb = sandboxio::sync::Sandbox::create(s.dsn(), o);
+  sb.detach();
+  const std::string dry = cli(env, "reap --label purpose=cli-reap");
+  EXPECT_NE(dry.find("e2b " + sb.id()), std::string::npos) << dry;
+  EXPECT_NE(dry.find("dry run"), std::string::npos) << dry;
+  const std::string killed = cli(env, "reap --kill --label purpose=cli-reap");
+  EXPECT_NE(killed.find("removed"), std::string::npos) << killed;
+  EXPECT_TRUE(sandboxio::sync::list_managed(s.dsn(), {{"purpose", "cli-reap"}}).empty());
 }
 
 }  // namespace

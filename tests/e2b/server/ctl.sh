@@ -36,6 +36,10 @@ start)
 stop)
   [ -s "$dir/ports.json" ] || exit 0
   pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$dir/ports.json")
+  api=$(sed -n 's/.*"api":\([0-9]*\).*/\1/p' "$dir/ports.json")
+  # Nothing the tests made may outlive them: every sandbox must be gone before the server is.
+  running=$(curl -fsS -H 'X-API-KEY: e2b_local_test_key' \
+    "http://127.0.0.1:$api/v2/sandboxes?state=running" 2>/dev/null || echo '?')
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 1 100); do
     kill -0 "$pid" 2>/dev/null || break
@@ -47,6 +51,12 @@ stop)
     echo "the local E2B server left $left sandbox mounts behind" >&2
     exit 1
   fi
+  if [ "$running" != "[]" ]; then
+    echo "leak check: sandboxes were still running when the tests ended: $running" >&2
+    exit 1
+  fi
+  echo "leak check: no sandbox left on the local E2B server"
+
   ;;
 *)
   echo "usage: ctl.sh start|stop DIR" >&2
