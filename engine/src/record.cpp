@@ -41,6 +41,10 @@ std::string_view to_string(Operation op) noexcept {
       return "list_managed";
     case Operation::RemoveManaged:
       return "remove_managed";
+    case Operation::Pause:
+      return "pause";
+    case Operation::Resume:
+      return "resume";
   }
   return "unknown";
 }

@@ -108,6 +108,23 @@ try {
     assert.equal(fresh.error?.name, 'NameError');
   });
 
+  await step('a PTY: an interactive shell on a terminal', async () => {
+    let seen = '';
+    const term = await sbx.pty.create({ cols: 90, rows: 20, onData: (d) => { seen += new TextDecoder().decode(d); } });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size; echo pty-$((40+2)); exit\n'));
+    await term.wait().catch(() => {});
+    assert.match(seen, /20 90/);
+    assert.match(seen, /pty-42/);
+  });
+
+  await step('pause, then connect resumes', async () => {
+    assert.equal(await sbx.pause(), true);
+    const listed = await Sandbox.list({ query: { metadata: { suite: tag }, state: ['paused'] } }).nextItems();
+    assert.deepEqual(listed.map((s) => [s.sandboxId, s.state]), [[sbx.sandboxId, 'paused']]);
+    const back = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await back.commands.run('cat /home/user/hello.txt')).stdout, 'hello world');
+  });
+
   await step('set the timeout, get info and list by metadata', async () => {
     await sbx.setTimeout(60_000);
     const info = await sbx.getInfo();

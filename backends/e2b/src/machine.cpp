@@ -11,6 +11,7 @@
 #include "sandboxio/connect.hpp"
 #include "sandboxio/duration.hpp"
 #include "sandboxio/e2b.hpp"
+#include "sandboxio/errors.hpp"
 #include "sandboxio/http.hpp"
 #include "sandboxio/json.hpp"
 #include "sandboxio/json_writer.hpp"
@@ -104,7 +105,7 @@ std::optional<int> signal_of(std::string_view status) {
   return std::nullopt;
 }
 
-class E2bMachine final : public Machine {
+class E2bMachine final : public Machine, public Extensions {
  public:
   explicit E2bMachine(Config config) : config_(std::move(config)) {}
 
@@ -284,7 +285,7 @@ class E2bMachine final : public Machine {
   OpId submit_info(Instant now) override {
     const OpId id = open(Operation::Info, now, {});
     if (!ops_.count(id)) return id;
-    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    if (auto p = need_sandbox(now, /*paused_ok=*/true)) return fail(id, std::move(*p), now);
     api_call(id, "GET", "/sandboxes/" + sandbox_, {}, [this, id](Result<Reply> r, Instant t) {
       if (!alive(id)) return;
       if (!r) return void(fail(id, r.problem(), t));
@@ -500,6 +501,86 @@ class E2bMachine final : public Machine {
         close_conns_of(id);
         return cancelled(id, now);
     }
+  }
+
+  // ---- extensions ----
+  OpId submit_pause(Instant now) override {
+    const OpId id = open(Operation::Pause, now, {});
+    if (!ops_.count(id)) return id;
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    api_call(id, "POST", "/sandboxes/" + sandbox_ + "/pause", "{}",
+             [this, id](Result<Reply> r, Instant t) {
+               if (!alive(id)) return;
+               if (!r) return void(fail(id, r.problem(), t));
+               if (r.value().status == 404) {
+                 gone_ = true;
+                 return void(fail(id, gone_problem(), t));
+               }
+               if (r.value().status != 204 && r.value().status != 200)
+                 return void(fail(id, api_problem(r.value(), "pause"), t));
+               paused_ = true;
+               expires_at_.reset();  // a paused sandbox's lifetime does not run
+               complete(id, std::monostate{}, t);
+             });
+    return id;
+  }
+
+  OpId submit_resume(std::chrono::seconds lifetime, Instant now) override {
+    const OpId id = open(Operation::Resume, now, {});
+    if (!ops_.count(id)) return id;
+    if (sandbox_.empty() || gone_) return fail(id, gone_problem(), now);
+    if (lifetime.count() <= 0) lifetime = lifetime_;
+    JsonWriter w;
+    w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
+    api_call(id, "POST", "/v2/sandboxes/" + sandbox_ + "/connect", std::move(w).str(),
+             [this, id, lifetime](Result<Reply> r, Instant t) {
+               if (!alive(id)) return;
+               if (!r) return void(fail(id, r.problem(), t));
+               if (r.value().status == 404) {
+                 gone_ = true;
+                 return void(fail(id, gone_problem(), t));
+               }
+               if (r.value().status != 200 && r.value().status != 201)
+                 return void(fail(id, api_problem(r.value(), "resume"), t));
+               paused_ = false;
+               lifetime_ = lifetime;
+               expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
+               complete(id, info_of(SandboxState::Running), t);
+             });
+    return id;
+  }
+
+  OpId submit_set_lifetime(std::chrono::seconds lifetime, Instant now) override {
+    const OpId id = open(Operation::SetLifetime, now, {});
+    if (!ops_.count(id)) return id;
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    if (lifetime.count() <= 0)
+      return fail(id, Problem{errc::InvalidCreateOptions, "a lifetime must be positive", {}}, now);
+    JsonWriter w;
+    w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
+    api_call(id, "POST", "/sandboxes/" + sandbox_ + "/timeout", std::move(w).str(),
+             [this, id, lifetime](Result<Reply> r, Instant t) {
+               if (!alive(id)) return;
+               if (!r) return void(fail(id, r.problem(), t));
+               if (r.value().status == 404) {
+                 gone_ = true;
+                 return void(fail(id, gone_problem(), t));
+               }
+               if (r.value().status != 204 && r.value().status != 200)
+                 return void(fail(id, api_problem(r.value(), "set-timeout"), t));
+               lifetime_ = lifetime;
+               expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
+               complete(id, std::monostate{}, t);
+             });
+    return id;
+  }
+
+  OpId submit_run_pty(Command command, std::uint16_t cols, std::uint16_t rows,
+                      Instant now) override {
+    pty_ = std::pair<std::uint16_t, std::uint16_t>{cols, rows};
+    const OpId id = start_command(Operation::Run, std::move(command), false, now);
+    pty_.reset();
+    return id;
   }
 
   // ---- outputs ----
@@ -764,10 +845,13 @@ class E2bMachine final : public Machine {
     return std::nullopt;
   }
 
-  std::optional<Problem> need_sandbox(Instant now) const {
+  std::optional<Problem> need_sandbox(Instant now, bool paused_ok = false) const {
     if (sandbox_.empty())
       return Problem{errc::SandboxError, "no sandbox yet: call create() or connect() first", {}};
     if (gone_ || (expires_at_ && now >= *expires_at_)) return gone_problem();
+    if (paused_ && !paused_ok)
+      return Problem{errc::SandboxGone, "E2B sandbox " + sandbox_ + " is paused",
+                     "Resume it first: e2b::extensions(m).submit_resume()."};
     return std::nullopt;
   }
 
@@ -1139,10 +1223,11 @@ class E2bMachine final : public Machine {
     op.token = config_.session + "-" + std::to_string(id) + "-" + std::to_string(++tokens_);
     op.stdin_data = std::move(command.stdin_data);
     auto launch = [this, id, script = shell_join(command.argv), env = std::move(command.env),
-                   cwd = std::move(command.workdir), timeout = command.timeout](Instant) {
+                   cwd = std::move(command.workdir), timeout = command.timeout,
+                   pty = pty_](Instant) {
       if (!alive(id)) return;
       start_process(id, script, env, cwd, !ops_.at(id).stdin_data.empty(),
-                    timeout + kEnvdLifetimeSlack, true);
+                    timeout + kEnvdLifetimeSlack, true, pty);
     };
     // A command submitted while another one is being killed waits for the kill: what it sees
     // (a process list, a port) must not include what was killed.
@@ -1158,7 +1243,8 @@ class E2bMachine final : public Machine {
   // its environment. `user` operations stream into the operation; internal ones (the killer)
   // only need to run.
   void start_process(OpId id, const std::string& script, const Env& env, const std::string& cwd,
-                     bool stdin_open, std::chrono::milliseconds lifetime, bool user) {
+                     bool stdin_open, std::chrono::milliseconds lifetime, bool user,
+                     std::optional<std::pair<std::uint16_t, std::uint16_t>> pty = std::nullopt) {
     JsonWriter w;
     w.begin_object().key("process").begin_object();
     w.key("cmd").value("/bin/bash");
@@ -1170,6 +1256,12 @@ class E2bMachine final : public Machine {
     w.end_object();
     if (!cwd.empty()) w.key("cwd").value(cwd);
     w.end_object();
+    if (pty) {
+      w.key("pty").begin_object().key("size").begin_object();
+      w.key("cols").value(static_cast<std::int64_t>(pty->first));
+      w.key("rows").value(static_cast<std::int64_t>(pty->second));
+      w.end_object().end_object();
+    }
     w.key("stdin").value(stdin_open);
     w.end_object();
     http::Request req = envd_request("POST", "/process.Process/Start", kEnvdPort);
@@ -1230,8 +1322,9 @@ class E2bMachine final : public Machine {
         send_stdin(id);
       }
     } else if (const json::Value* data = event->find("data")) {
-      for (const StreamKind kind : {StreamKind::Stdout, StreamKind::Stderr}) {
-        const auto text = data->string_at(kind == StreamKind::Stdout ? "stdout" : "stderr");
+      for (const std::string_view key : {"stdout", "stderr", "pty"}) {
+        const StreamKind kind = key == "stderr" ? StreamKind::Stderr : StreamKind::Stdout;
+        const auto text = data->string_at(key);
         if (!text) continue;
         auto bytes = base64_decode(*text);
         if (!bytes)
@@ -1627,6 +1720,8 @@ class E2bMachine final : public Machine {
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
   bool gone_ = false;
+  bool paused_ = false;
+  std::optional<std::pair<std::uint16_t, std::uint16_t>> pty_{};  // for the command being submitted
   OpId next_op_ = 0;
   std::uint64_t sequence_ = 0;
   std::uint64_t tokens_ = 0;
@@ -1651,6 +1746,12 @@ CapabilitySet declared_capabilities() {
 
 std::unique_ptr<Machine> make_machine(Config config) {
   return std::make_unique<E2bMachine>(std::move(config));
+}
+
+Extensions& extensions(Machine& machine) {
+  if (auto* e = dynamic_cast<Extensions*>(&machine)) return *e;
+  throw Error(errc::CapabilityNotSupported,
+              std::string(machine.scheme()) + ":// has no E2B extensions (pause, resume, PTY)");
 }
 
 }  // namespace sandboxio::e2b

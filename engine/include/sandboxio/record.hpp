@@ -38,6 +38,8 @@ enum class Operation : std::uint8_t {
   SetLifetime,
   ListManaged,
   RemoveManaged,
+  Pause,   // backend-specific (e2b://)
+  Resume,  // backend-specific (e2b://)
 };
 
 enum class Outcome : std::uint8_t { Ok, Failed, Timeout, Cancelled };

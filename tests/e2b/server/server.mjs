@@ -113,7 +113,7 @@ function listedJson(sb) {
     memoryMB: 512,
     diskSizeMB: 2048,
     envdVersion: ENVD_VERSION,
-    state: 'running',
+    state: sb.state,
     metadata: sb.metadata,
   };
 }
@@ -140,10 +140,13 @@ function createSandbox(body) {
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o',
     `lowerdir=${opts.rootfs},upperdir=${dir}/upper,workdir=${dir}/work`, root]);
   fs.mkdirSync(path.join(root, HOME), { recursive: true });
-  // PID 1 of the sandbox: mounts its /proc and reaps orphans until it is killed.
+  // PID 1 of the sandbox: mounts its /proc and its own pseudo-terminals, then reaps orphans
+  // until it is killed.
   const init = spawn('unshare', ['--net', '--pid', '--mount', '--fork', '--kill-child',
     '--propagation', 'private', 'chroot', root, '/bin/sh', '-c',
-    'mount -t proc proc /proc && exec python3 -c "import os, signal\n' +
+    'mount -t proc proc /proc && ' +
+    'mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts && ' +
+    'mount --bind /dev/pts/ptmx /dev/ptmx && exec python3 -c "import os, signal\n' +
     'while True:\n    try: os.wait()\n    except ChildProcessError: signal.pause()"'],
   { stdio: 'ignore' });
   const nsPid = waitForChild(init.pid);
@@ -159,6 +162,7 @@ function createSandbox(body) {
     startedAt: Date.now(),
     endAt: Date.now() + timeout * 1000,
     timer: null,
+    state: 'running',
     procs: new Map(),
     contexts: new Map(),
     responses: new Set(),
@@ -178,6 +182,18 @@ function setTimeout_(sb, seconds) {
     log('timeout ran out for', sb.id);
     killSandbox(sb);
   }, seconds * 1000);
+}
+
+// Stops or continues every process of a sandbox (its PID namespace), as pausing a VM does.
+function freeze(sb, signal) {
+  let ns;
+  try { ns = fs.readlinkSync(`/proc/${sb.nsPid}/ns/pid`); } catch { return; }
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (fs.readlinkSync(`/proc/${entry}/ns/pid`) === ns) process.kill(Number(entry), signal);
+    } catch { /* gone meanwhile */ }
+  }
 }
 
 function killSandbox(sb) {
@@ -287,7 +303,7 @@ async function api(req, res) {
     const want = new URLSearchParams(url.searchParams.get('metadata') ?? '');
     const states = (url.searchParams.get('state') ?? 'running').split(',');
     const list = [...sandboxes.values()].filter((sb) => {
-      if (!states.includes('running')) return false;
+      if (!states.includes(sb.state)) return false;
       for (const [k, v] of want) if (sb.metadata[k] !== v) return false;
       return true;
     });
@@ -312,12 +328,25 @@ async function api(req, res) {
     const body = await readJson(req);
     const sb = sandboxes.get(m[1]);
     if (!sb) return apiError(res, 404, `sandbox "${m[1]}" not found`);
-    if (m[2] === 'pause') return apiError(res, 409, 'the local server cannot pause sandboxes');
+    if (m[2] === 'pause') {
+      if (sb.state === 'paused') return apiError(res, 409, `sandbox ${sb.id} is already paused`);
+      freeze(sb, 'SIGSTOP');
+      sb.state = 'paused';
+      clearTimeout(sb.timer);  // a paused sandbox does not time out
+      res.writeHead(204);
+      return res.end();
+    }
     const seconds = Number(body.timeout ?? 300);
     if (m[2] === 'timeout') {
       setTimeout_(sb, seconds);
       res.writeHead(204);
       return res.end();
+    }
+    if (sb.state === 'paused') {  // connecting resumes
+      freeze(sb, 'SIGCONT');
+      sb.state = 'running';
+      setTimeout_(sb, seconds);
+      return sendJson(res, 201, sandboxJson(sb));
     }
     if (sb.endAt < Date.now() + seconds * 1000) setTimeout_(sb, seconds);
     return sendJson(res, 200, sandboxJson(sb));
@@ -389,8 +418,15 @@ function startProcess(sb, req, res, msg) {
   if (!fs.existsSync(hostPath(sb, cwd).host)) {
     throw new ConnectError('invalid_argument', `error starting process: cwd ${cwd} does not exist`);
   }
-  const child = enter(sb, [cfg.cmd, ...(cfg.args ?? [])],
-    { cwd, env: cfg.envs ?? {}, stdin: msg.stdin !== false });
+  // A PTY is what util-linux's `script` gives the command; its bytes go out as `pty` data.
+  const pty = msg.pty?.size;
+  const argv = pty
+    ? ['script', '-qfec', `stty cols ${Number(pty.cols) || 80} rows ${Number(pty.rows) || 24}; ` +
+        [cfg.cmd, ...(cfg.args ?? [])].map((a) => `'${String(a).replace(/'/g, "'\\''")}'`).join(' '),
+      '/dev/null']
+    : [cfg.cmd, ...(cfg.args ?? [])];
+  const child = enter(sb, argv,
+    { cwd, env: { ...(pty ? { TERM: 'xterm-256color' } : {}), ...(cfg.envs ?? {}) }, stdin: msg.stdin !== false || !!pty });
   const proc = { child, config: cfg, tag: msg.tag, pid: child.pid, streams: new Set([res]) };
   sb.procs.set(child.pid, proc);
   sb.responses.add(res);
@@ -416,8 +452,8 @@ function startProcess(sb, req, res, msg) {
       }
     });
   };
-  forward(child.stdout, 'stdout');
-  forward(child.stderr, 'stderr');
+  forward(child.stdout, pty ? 'pty' : 'stdout');
+  forward(child.stderr, pty ? 'pty' : 'stderr');
   child.on('close', (code, signal) => {
     clearInterval(keepalive);
     clearTimeout(lifetimeTimer);
@@ -758,6 +794,7 @@ async function sandboxPort(req, res) {
   const port = req.headers['e2b-sandbox-port'] ?? '49983';
   const sb = sandboxes.get(id);
   if (!sb) return apiError(res, 502, `The sandbox ${id} was not found`);
+  if (sb.state === 'paused') return apiError(res, 502, `The sandbox ${id} is paused`);
   if (p === '/health') {
     if (port === '49999') return sendJson(res, 200, 'OK');
     res.writeHead(204);

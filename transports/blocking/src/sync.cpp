@@ -269,6 +269,10 @@ const std::vector<Problem>& Sandbox::warnings() const noexcept {
 Machine& Sandbox::native() {
   return session_->machine();
 }
+Completion Sandbox::native_call(const std::function<OpId(Machine&, Instant)>& submit) {
+  const OpId op = session_->track(submit(session_->machine(), session_->now()));
+  return session_->wait(op);
+}
 
 // ---- reaping ----
 

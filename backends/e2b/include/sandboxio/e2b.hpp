@@ -63,6 +63,30 @@ struct Config {
 /// The machine for one sandbox.
 [[nodiscard]] std::unique_ptr<Machine> make_machine(Config config);
 
+/// What e2b:// offers beyond the portable interface. Reach it through the transports'
+/// native_call:
+///   sb.native_call([](Machine& m, Instant now) { return e2b::extensions(m).submit_pause(now); });
+class Extensions {
+ public:
+  virtual ~Extensions() = default;
+  /// Pauses the sandbox: E2B keeps its memory and files, and its lifetime stops running.
+  /// Commands fail with SBX_E1204 until submit_resume. Completes with std::monostate.
+  virtual OpId submit_pause(Instant now) = 0;
+  /// Resumes a paused sandbox; it then ends `lifetime` after now (the lifetime asked at
+  /// create when zero). Completes with SandboxInfo.
+  virtual OpId submit_resume(std::chrono::seconds lifetime, Instant now) = 0;
+  /// Moves the end of the sandbox's life to `lifetime` after now (E2B's set-timeout).
+  /// Completes with std::monostate.
+  virtual OpId submit_set_lifetime(std::chrono::seconds lifetime, Instant now) = 0;
+  /// Runs a command on a pseudo-terminal of cols x rows (programs that need a terminal). The
+  /// terminal's bytes come back as stdout_bytes. Completes with ExecResult.
+  virtual OpId submit_run_pty(Command command, std::uint16_t cols, std::uint16_t rows,
+                              Instant now) = 0;
+};
+
+/// The extensions of an e2b:// machine; SBX_E1401 CapabilityNotSupported for another backend.
+[[nodiscard]] Extensions& extensions(Machine& machine);
+
 /// The capabilities e2b:// declares.
 [[nodiscard]] CapabilitySet declared_capabilities();
 

@@ -87,7 +87,9 @@ class HandlerWaiter final : public Waiter {
   void done(std::error_code ec, Completion value) override {
     T out{};
     if (!ec) {
-      if (auto* v = std::get_if<T>(&value)) {
+      if constexpr (std::is_same_v<T, Completion>) {
+        out = std::move(value);
+      } else if (auto* v = std::get_if<T>(&value)) {
         out = std::move(*v);
       } else if constexpr (!std::is_same_v<T, std::monostate>) {
         ec = make_error_code(errc::ProtocolError);
@@ -255,6 +257,14 @@ class Sandbox {
   /// Keeps the sandbox alive after this handle is destroyed (until its lifetime ends).
   void detach() noexcept { owner_ = false; }
 
+  /// Runs a backend-specific operation (see sync::Sandbox::native_call). Signature
+  /// void(std::error_code, Completion).
+  template <class Token>
+  auto async_native_call(std::function<OpId(Machine&, Instant)> submit, Token&& token) {
+    return detail::initiate<Completion>(
+        session_, [s = std::move(submit)](Machine& m, Instant now) { return s(m, now); },
+        std::forward<Token>(token));
+  }
   template <class Token>
   auto async_info(Token&& token) {
     return detail::initiate<SandboxInfo>(

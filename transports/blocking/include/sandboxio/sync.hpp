@@ -10,6 +10,7 @@
 // sandbox (unless CreateOptions::outlive_owner), bounded by SBX_TEARDOWN_GRACE.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,8 +105,13 @@ class Sandbox {
   void detach() noexcept;
   /// Warnings the backend reported (for example the UNKNOWN isolation tier).
   [[nodiscard]] const std::vector<Problem>& warnings() const noexcept;
-  /// The machine itself, for backend-specific operations.
+  /// The machine itself, for backend-specific facts.
   [[nodiscard]] Machine& native();
+  /// Runs a backend-specific operation (one a machine offers beyond the portable interface,
+  /// such as e2b::extensions(m).submit_pause(now)) and returns the value it completes with.
+  ///   sb.native_call([](Machine& m, Instant now) { return e2b::extensions(m).submit_pause(now);
+  ///   });
+  Completion native_call(const std::function<OpId(Machine&, Instant)>& submit);
 
  private:
   explicit Sandbox(std::shared_ptr<detail::Session> session);
