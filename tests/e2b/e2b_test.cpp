@@ -58,6 +58,11 @@ TEST_F(E2b, AnUnknownTemplateSaysSo) {
   EXPECT_NE(std::string(e.what()).find("no-such-template"), std::string::npos) << e.what();
 }
 
+TEST_F(E2b, AControlPlaneWithoutV2CreatesThroughV1) {
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn("sbx-v1-only"));
+  EXPECT_EQ(sb.run({"sh", "-c", "echo v1"}).stdout_bytes, "v1\n");
+}
+
 TEST_F(E2b, TooManyRequestsIsRetriedAsRetryAfterSays) {
   auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn("sbx-rate-limited"));
   EXPECT_TRUE(sb.run({"true"}).ok());

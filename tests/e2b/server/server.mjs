@@ -274,6 +274,13 @@ async function api(req, res) {
   if (req.method === 'POST' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
     const body = await readJson(req);
     if (!body.templateID) return apiError(res, 400, 'templateID is required');
+    if (body.templateID === 'sbx-v1-only' && p === '/v2/sandboxes') {
+      // For the fallback test: a control plane that predates POST /v2/sandboxes.
+      return apiError(res, 404, 'Not Found');
+    }
+    if (p === '/sandboxes' && body.secure !== true && body.templateID === 'sbx-v1-only') {
+      return apiError(res, 400, 'v1 creates from sandboxio must ask for secure: true');
+    }
     if (body.templateID === 'no-such-template') {
       return apiError(res, 404, `template '${body.templateID}' not found`);
     }
