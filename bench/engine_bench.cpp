@@ -6,7 +6,10 @@
 #include <cstring>
 #include <string>
 
+#include "sandboxio/base64.hpp"
+#include "sandboxio/connect.hpp"
 #include "sandboxio/docker_stream.hpp"
+#include "sandboxio/e2b.hpp"
 #include "sandboxio/http.hpp"
 #include "sandboxio/json.hpp"
 #include "sandboxio/sync.hpp"
@@ -142,6 +145,97 @@ void BM_JsonExecInspect(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
 }
 BENCHMARK(BM_JsonExecInspect);
+
+// envd's Start stream as the e2b:// machine reads it: Connect envelopes of JSON data events
+// carrying base64 stdout, decoded back to the bytes (1 MiB of output per iteration).
+std::string envd_stream(std::size_t total, std::size_t piece) {
+  std::string wire;
+  const std::string data(piece, 'x');
+  const std::string b64 = sandboxio::base64_encode(data);
+  for (std::size_t done = 0; done < total; done += piece)
+    wire += sandboxio::connect::envelope(R"({"event":{"data":{"stdout":")" + b64 + R"("}}})");
+  return wire;
+}
+
+void BM_ConnectEnvelopes(benchmark::State& state) {
+  const std::string wire = envd_stream(kMiB, 32768);
+  for (auto _ : state) {
+    sandboxio::connect::EnvelopeReader r;
+    r.feed(wire);
+    std::size_t out = 0;
+    while (auto e = r.next()) {
+      auto doc = sandboxio::json::parse(e->message);
+      const auto* data = doc.value().find("event")->find("data");
+      out += sandboxio::base64_decode(data->string_at("stdout").value())->size();
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
+}
+BENCHMARK(BM_ConnectEnvelopes);
+
+// The whole e2b:// machine path, bytes in to output events out: a stream() whose envd reply
+// (HTTP head, then 1 MiB of stdout in envelopes, then the end) is fed in 64 KiB reads, every
+// OutputChunk taken and consumed.
+void BM_E2bMachineStream(benchmark::State& state) {
+  using namespace sandboxio;
+  e2b::Config c;
+  c.template_id = "base";
+  c.api_key = "k";
+  c.api.endpoint.kind = Endpoint::Kind::Tcp;
+  c.api.host = "api";
+  auto m = e2b::make_machine(c);
+  Instant now{0};
+  auto drain = [&](std::vector<ConnId>& opened) {
+    std::size_t out = 0;
+    while (auto r = m->poll_request()) {
+      if (auto* o = std::get_if<request::Open>(&*r)) opened.push_back(o->conn);
+    }
+    while (auto e = m->poll_event()) {
+      if (auto* o = std::get_if<event::Output>(&*e)) {
+        out += o->chunk.data.size();
+        m->handle_consumed(o->op, o->chunk.data.size(), now);
+      }
+    }
+    return out;
+  };
+  std::vector<ConnId> opened;
+  (void)m->submit_create({}, now);
+  drain(opened);
+  const std::string created =
+      R"({"sandboxID":"isbx","templateID":"base","clientID":"c","envdVersion":"0.6.13"})";
+  const std::string create_reply =
+      "HTTP/1.1 201 Created\r\nContent-Length: " + std::to_string(created.size()) + "\r\n\r\n" +
+      created;
+  m->handle_connected(opened.back(), now);
+  (void)m->handle_bytes(opened.back(), create_reply, now);
+  drain(opened);
+  std::string body =
+      connect::envelope(R"({"event":{"start":{"pid":7}}})") + envd_stream(kMiB, 32768) +
+      connect::envelope(R"({"event":{"end":{"exited":true,"status":"exit status 0"}}})") +
+      connect::envelope("{}", connect::kEndStream);
+  const std::string reply =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (auto _ : state) {
+    opened.clear();
+    (void)m->submit_stream(Command{.argv = {"cat"}}, now);
+    drain(opened);
+    const ConnId conn = opened.back();
+    m->handle_connected(conn, now);
+    std::size_t out = drain(opened);
+    std::string_view rest = reply;
+    while (!rest.empty()) {
+      const std::size_t used = m->handle_bytes(conn, rest.substr(0, 65536), now);
+      rest.remove_prefix(used);
+      out += drain(opened);
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
+}
+BENCHMARK(BM_E2bMachineStream);
 
 // The whole per-operation overhead of the sync API on fake:// (no wire): nanoseconds per run.
 void BM_FakeRunOverhead(benchmark::State& state) {

@@ -1303,7 +1303,37 @@ class E2bMachine final : public Machine, public Extensions {
     };
   }
 
+  // The message envd sends most, {"event":{"data":{"stdout":"<base64>"}}}, in its compact form:
+  // the base64 text without a JSON parse. Any other spelling (spaces, more fields) returns
+  // nothing and takes the full parse.
+  static std::optional<std::pair<std::string_view, std::string_view>> compact_data(
+      std::string_view m) {
+    constexpr std::string_view kHead = R"({"event":{"data":{")";
+    constexpr std::string_view kTail = R"("}}})";
+    if (!m.starts_with(kHead) || !m.ends_with(kTail)) return std::nullopt;
+    m.remove_prefix(kHead.size());
+    m.remove_suffix(kTail.size());
+    const std::size_t colon = m.find("\":\"");
+    if (colon == std::string_view::npos) return std::nullopt;
+    const std::string_view key = m.substr(0, colon);
+    const std::string_view text = m.substr(colon + 3);
+    // (two memchr scans: find_first_of would test every character against the set)
+    if (text.find('"') != std::string_view::npos || text.find('\\') != std::string_view::npos)
+      return std::nullopt;
+    return std::pair{key, text};
+  }
+
   std::optional<Problem> on_process_message(OpId id, const connect::Envelope& e, Instant now) {
+    if (!e.end_stream()) {
+      if (auto fast = compact_data(e.message);
+          fast && (fast->first == "stdout" || fast->first == "stderr" || fast->first == "pty")) {
+        auto bytes = base64_decode(fast->second);
+        if (!bytes)
+          return Problem{errc::RemoteProtocolViolation, "envd sent output that is not base64", {}};
+        return take_output(id, fast->first == "stderr" ? StreamKind::Stderr : StreamKind::Stdout,
+                           std::move(*bytes), now);
+      }
+    }
     auto doc = json::parse(e.message);
     if (!doc) return doc.problem();
     Op& op = ops_.at(id);
