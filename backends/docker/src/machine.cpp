@@ -102,6 +102,7 @@ class DockerMachine final : public Machine {
           "Start dockerd (or Docker Desktop), or point DOCKER_HOST at a running engine; "
           "`sandboxio doctor` checks it.";
     }
+    if (conn.exec && conn.upgraded) return exec_stream_broke(conn.exec, std::move(problem), now);
     if (conn.exec) exec_stream_failed(conn.exec, std::move(problem), now);
     if (conn.then) conn.then(std::move(problem), now);
   }
@@ -875,6 +876,10 @@ class DockerMachine final : public Machine {
       return Problem{errc::NotADirectory, "a component of \"" + file + "\" is not a directory", {}};
     if (e.find("ermission denied") != std::string::npos || e.find("Read-only") != std::string::npos)
       return Problem{errc::FilePermissionDenied, "\"" + file + "\": " + e.substr(0, 200), {}};
+    if (e.find("No space left") != std::string::npos)
+      return Problem{errc::FilesystemError,
+                     "\"" + file + "\": no space left on the sandbox's filesystem",
+                     "Remove files in the sandbox, or write under a mount with more room."};
     return Problem{errc::FilesystemError,
                    "the file operation on \"" + file + "\" failed: " + e.substr(0, 200),
                    {}};
@@ -924,11 +929,19 @@ class DockerMachine final : public Machine {
     return std::nullopt;
   }
 
+  // True for a path the archive API cannot see: under a tmpfs= mount, or under the mounts
+  // the runtime makes in every container (/dev with /dev/shm, /proc, /sys). The daemon would
+  // read or write the root filesystem's layer beneath them instead, and say it succeeded.
   bool on_tmpfs(const std::string& file) const {
+    const auto under = [&file](std::string_view m) {
+      return file == m || (file.size() > m.size() && file.compare(0, m.size(), m) == 0 &&
+                           (m == "/" || file[m.size()] == '/'));
+    };
+    for (std::string_view m : {"/dev", "/proc", "/sys"}) {
+      if (under(m)) return true;
+    }
     for (const auto& m : config_.tmpfs) {
-      if (file == m || (file.size() > m.size() && file.compare(0, m.size(), m) == 0 &&
-                        (m == "/" || file[m.size()] == '/')))
-        return true;
+      if (under(m)) return true;
     }
     return false;
   }
@@ -1642,6 +1655,25 @@ class DockerMachine final : public Machine {
       return data.size();
     }
     return take;
+  }
+
+  // The output stream of a running exec broke (reset, not ended): the rest of its output is
+  // lost, so the operation fails with ConnectionLost (what arrived was already handed over),
+  // and the command, which would run on unseen, is stopped by its token.
+  void exec_stream_broke(std::uint64_t key, Problem problem, Instant now) {
+    auto it = execs_.find(key);
+    if (it == execs_.end()) return;
+    const std::string token = it->second.token;
+    problem.code = errc::ConnectionLost;
+    problem.detail = "the connection carrying the command's output broke: " + problem.detail;
+    if (problem.hint.empty())
+      problem.hint =
+          "The output that arrived was delivered; the command was stopped. Check the path to "
+          "the Docker engine and run it again.";
+    exec_stream_failed(key, std::move(problem), now);
+    if (!token.empty() && !gone_)
+      run_internal(0, {"sh", "-c", std::string(kKillByTokenScript), "sh", token}, {},
+                   [](Result<ExecDone>, Instant) {});
   }
 
   void exec_stream_failed(std::uint64_t key, Problem problem, Instant now) {

@@ -200,6 +200,8 @@ class Machine {
 
   // ---- inputs ----
   virtual void handle_connected(ConnId conn, Instant now) = 0;
+  /// The connection could not be opened, or an open one broke (reset: ConnectionLost). The
+  /// link has already closed it. An orderly end is handle_eof instead.
   virtual void handle_connect_failed(ConnId conn, Problem problem, Instant now) = 0;
   /// Returns how many bytes were consumed (see the driver contract, point 2).
   virtual std::size_t handle_bytes(ConnId conn, std::string_view data, Instant now) = 0;

@@ -249,6 +249,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  void warn(const Problem& problem) {
+    std::fprintf(stderr, "sandboxio: warning: %s\n", problem.describe().c_str());
+    warnings_.push_back(problem);
+  }
+
   void route(Event ev, std::set<OpId>& touched) {
     std::visit(
         [&](auto&& e) {
@@ -257,10 +262,9 @@ class Session : public std::enable_shared_from_this<Session> {
             e.record.started =
                 wall_epoch_ +
                 std::chrono::duration_cast<std::chrono::system_clock::duration>(e.started);
-            if (audit_) (void)audit_->deliver(e.record);
+            if (audit_) (void)audit_->deliver(e.record, [this](const Problem& p) { warn(p); });
           } else if constexpr (std::is_same_v<E, event::Warning>) {
-            std::fprintf(stderr, "sandboxio: warning: %s\n", e.problem.describe().c_str());
-            warnings_.push_back(std::move(e.problem));
+            warn(e.problem);
           } else {
             auto it = inbox_.find(e.op);
             if (it == inbox_.end()) return;  // an operation nobody waits for any more
@@ -457,6 +461,14 @@ class Session : public std::enable_shared_from_this<Session> {
               id,
               Problem{
                   errc::TlsError, "the server closed the connection during the TLS handshake", {}},
+              self->now());
+        } else if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
+          // A reset, not an end: the machine must not take it for a complete reply or stream.
+          std::error_code ignored;
+          cit->second.socket->close(ignored);
+          self->conns_.erase(cit);
+          self->machine_->handle_connect_failed(
+              id, Problem{errc::ConnectionLost, "reading from the connection: " + ec.message(), {}},
               self->now());
         } else {
           self->machine_->handle_eof(id, self->now());

@@ -269,6 +269,12 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
       const ssize_t r = ::recv(c.fd, buf.data(), buf.size(), 0);
       if (r > 0) {
         deliver(machine, id, c, std::string_view(buf.data(), static_cast<std::size_t>(r)));
+      } else if (r < 0 && errno != EAGAIN && errno != EINTR && !(c.tls && !c.tls_ready)) {
+        // A reset, not an end: the machine must not take it for a complete reply or stream.
+        Problem p = errno_problem(errc::ConnectionLost, "reading from the connection");
+        close_conn(id);
+        machine.handle_connect_failed(id, std::move(p), now());
+        continue;
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         c.eof = true;
         if (c.tls && !c.tls_ready) {

@@ -52,7 +52,13 @@ bool Session::refused(OpId op) const {
 void Session::deliver_record(event::Record ev) {
   ev.record.started = link_->wall(ev.started);
   if (!audit_) return;
-  if (auto r = audit_->deliver(ev.record); !r && !audit_failure_) audit_failure_ = r.problem();
+  auto r = audit_->deliver(ev.record, [this](const Problem& p) { warn(p); });
+  if (!r && !audit_failure_) audit_failure_ = r.problem();
+}
+
+void Session::warn(const Problem& problem) {
+  std::fprintf(stderr, "sandboxio: warning: %s\n", problem.describe().c_str());
+  warnings.push_back(problem);
 }
 
 void Session::pump() {
@@ -79,8 +85,7 @@ void Session::pump() {
             } else if constexpr (std::is_same_v<E, event::Record>) {
               deliver_record(std::move(e));
             } else if constexpr (std::is_same_v<E, event::Warning>) {
-              std::fprintf(stderr, "sandboxio: warning: %s\n", e.problem.describe().c_str());
-              warnings.push_back(std::move(e.problem));
+              warn(e.problem);
             }
           },
           *ev);

@@ -61,6 +61,8 @@ class Session {
     bool possible_orphan = false;
   };
   void pump();
+  /// Reports a warning: on stderr, and in this sandbox's warnings().
+  void warn(const Problem& problem);
   /// Blocks until I/O or the machine's deadline, bounded by `limit`; feeds what happened.
   void block(std::optional<Instant> limit = std::nullopt);
   void deliver_record(event::Record record);

@@ -148,7 +148,7 @@ AuditDispatcher::~AuditDispatcher() {
   }
 }
 
-Result<void> AuditDispatcher::deliver(const OperationRecord& record) {
+Result<void> AuditDispatcher::deliver(const OperationRecord& record, const WarnFn& warn) {
   auto job = std::make_shared<Shared::Job>();
   job->record = record;
   std::unique_lock lock(shared_->mu);
@@ -180,7 +180,11 @@ Result<void> AuditDispatcher::deliver(const OperationRecord& record) {
   lock.unlock();
   if (!failed) return {};
   if (policy_ == AuditFailurePolicy::Fail) return problem;
-  if (warn_) warn_(problem);
+  if (warn) {
+    warn(problem);
+  } else if (warn_) {
+    warn_(problem);
+  }
   return {};
 }
 

@@ -71,8 +71,10 @@ class AuditDispatcher {
   AuditDispatcher(const AuditDispatcher&) = delete;
   AuditDispatcher& operator=(const AuditDispatcher&) = delete;
 
-  /// Writes one closed record. Returns a Problem only under the Fail policy.
-  Result<void> deliver(const OperationRecord& record);
+  /// Writes one closed record. Returns a Problem only under the Fail policy; under Warn, a
+  /// failure goes to `warn` when given (the sandbox's own warnings()), else to the
+  /// dispatcher's WarnFn.
+  Result<void> deliver(const OperationRecord& record, const WarnFn& warn = {});
 
  private:
   struct Shared;
