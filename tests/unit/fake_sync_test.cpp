@@ -43,6 +43,17 @@ TEST_F(FakeSync, ExitCodesAreTheProcessesOwn) {
   EXPECT_EQ(killed.signal, 9);
 }
 
+TEST_F(FakeSync, AnOperatorWhereAWordMustBeIsASyntaxError) {
+  // Found by fuzzing: the shell looped on `>>&+` (no word after a redirection) until it ran out
+  // of memory.
+  auto sb = create();
+  for (const char* script : {"echo hi >>&+", "echo hi >&&", "cat <|", "echo >;"}) {
+    const auto r = sh(sb, script);
+    EXPECT_EQ(r.exit_code, 2) << script;
+    EXPECT_NE(r.stderr_bytes.find("syntax error"), std::string::npos) << script;
+  }
+}
+
 TEST_F(FakeSync, StreamsAreKeptApartAndBinarySafe) {
   auto sb = create();
   const auto r = sh(sb, "echo o1; echo e1 >&2; echo o2; echo e2 1>&2; printf 'x\\0y'");

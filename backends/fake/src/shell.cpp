@@ -126,6 +126,7 @@ bool parse_script(const std::string& s, std::vector<Simple>& out, std::string& e
       continue;
     }
     // A word.
+    const std::size_t word_start = i;
     Word word;
     std::string literal;
     auto flush = [&](bool expand) {
@@ -182,6 +183,10 @@ bool parse_script(const std::string& s, std::vector<Simple>& out, std::string& e
       }
     }
     flush(true);
+    if (i == word_start) {  // an operator where a word must be (`>&&`, `>>&+`): nothing read
+      error = std::string("syntax error near unexpected token `") + s[i] + "'";
+      return false;
+    }
     if (pending != nullptr) {
       pending->target = std::move(word);
       pending = nullptr;
