@@ -168,13 +168,20 @@ Bytes ResponseParser::take_body() {
 }
 
 Result<std::string> write_request(const Request& request, std::string_view host) {
+  auto out = write_request_head(request, host, request.body.size());
+  if (out) out.value().append(request.body);
+  return out;
+}
+
+Result<std::string> write_request_head(const Request& request, std::string_view host,
+                                       std::size_t content_length) {
   if (request.method.empty() || has_crlf(request.method) || request.target.empty() ||
       request.target[0] != '/' || has_crlf(request.target) ||
       request.target.find(' ') != std::string::npos || has_crlf(host)) {
     return Problem{errc::ConfigurationError, "refusing to write a malformed HTTP request line", {}};
   }
   std::string out;
-  out.reserve(128 + request.body.size());
+  out.reserve(128 + content_length);
   out.append(request.method)
       .append(" ")
       .append(request.target)
@@ -190,10 +197,10 @@ Result<std::string> write_request(const Request& request, std::string_view host)
     }
     out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
-  if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
-    out.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
+  if (content_length != 0 || request.method == "POST" || request.method == "PUT") {
+    out.append("Content-Length: ").append(std::to_string(content_length)).append("\r\n");
   }
-  out.append("\r\n").append(request.body);
+  out.append("\r\n");
   return out;
 }
 

@@ -86,7 +86,9 @@ class DockerMachine final : public Machine {
   void handle_connected(ConnId id, Instant) override {
     auto it = conns_.find(id);
     if (it == conns_.end()) return;
-    push_request(request::Send{id, std::move(it->second.wire)});
+    for (Bytes& piece : it->second.wire)
+      push_request(request::Send{id, std::move(piece)});
+    it->second.wire.clear();
   }
 
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override {
@@ -395,28 +397,33 @@ class DockerMachine final : public Machine {
       return id;
     }
     // One archive whose entry carries the whole path, extracted at "/": the daemon makes the
-    // missing parent directories.
+    // missing parent directories. The content goes to the link as it is, never copied.
     tar::Entry e;
     e.name = file.substr(1);
     e.size = data.size();
     e.mode = 0644;
     auto head = tar::header(e);
     if (!head) return fail(id, head.problem(), now);
-    Bytes body = std::move(head).value();
-    body.reserve(body.size() + data.size() + 1536);
-    body += data;
-    body += tar::padding(data.size());
-    body += tar::end();
-    call(
-        id, "PUT", path("/containers/" + container_ + "/archive?path=%2F"), std::move(body),
-        [this, id, file](Result<Reply> r, Instant t) {
-          if (!alive(id)) return;
-          if (!r) return void(fail(id, r.problem(), t));
-          const int s = r.value().status;
-          if (s == 200) return void(complete(id, std::monostate{}, t));
-          fail(id, archive_problem(file, r.value()), t);
-        },
-        "application/x-tar");
+    const std::string padding = tar::padding(data.size());
+    const std::string end = tar::end();
+    http::Request req;
+    req.method = "PUT";
+    req.target = path("/containers/" + container_ + "/archive?path=%2F");
+    req.headers.push_back({"Content-Type", "application/x-tar"});
+    auto wire = http::write_request_head(
+        req, "docker", head.value().size() + data.size() + padding.size() + end.size());
+    if (!wire) return fail(id, wire.problem(), now);
+    std::vector<Bytes> pieces;
+    pieces.push_back(std::move(wire).value() + head.value());
+    pieces.push_back(std::move(data));  // the content is not copied
+    pieces.push_back(padding + end);
+    send_wire(id, "PUT", std::move(pieces), [this, id, file](Result<Reply> r, Instant t) {
+      if (!alive(id)) return;
+      if (!r) return void(fail(id, r.problem(), t));
+      const int s = r.value().status;
+      if (s == 200) return void(complete(id, std::monostate{}, t));
+      fail(id, archive_problem(file, r.value()), t);
+    });
     return id;
   }
 
@@ -447,7 +454,14 @@ class DockerMachine final : public Machine {
     };
     auto state = std::make_shared<ReadState>();
     get_archive(
-        id, file, /*directory=*/false, [state](const tar::Entry&) { ++state->entries; },
+        id, file, /*directory=*/false,
+        [state](const tar::Entry& e) {
+          // One allocation for the content (address space only until written: a size that
+          // lies costs nothing resident, and the limit below still holds).
+          if (++state->entries == 1)
+            state->content.reserve(
+                static_cast<std::size_t>(std::min<std::uint64_t>(e.size, kReadFileLimit)));
+        },
         [state, file](std::string_view data) -> std::optional<Problem> {
           if (state->entries == 1) state->content.append(data);
           if (state->content.size() > kReadFileLimit) {
@@ -724,7 +738,7 @@ class DockerMachine final : public Machine {
   using Then = std::function<void(Result<Reply>, Instant)>;
   struct Conn {
     OpId op = 0;
-    std::string wire{};
+    std::vector<Bytes> wire{};  // the request, in pieces sent in order (a file's content is one)
     std::unique_ptr<http::ResponseParser> parser{};
     Then then{};
     Reply reply{};
@@ -1016,14 +1030,21 @@ class DockerMachine final : public Machine {
   }
 
   ConnId send(OpId op, http::Request req, Then then) {
-    const ConnId id = next_conn_++;
     auto wire = http::write_request(req, "docker");
+    std::vector<Bytes> pieces;
+    if (wire) pieces.push_back(std::move(wire).value());
+    return send_wire(op, req.method, std::move(pieces), std::move(then));
+  }
+
+  // A request already written (head and body, in pieces) on a connection of its own.
+  ConnId send_wire(OpId op, std::string_view method, std::vector<Bytes> wire, Then then) {
+    const ConnId id = next_conn_++;
     Conn c;
     c.op = op;
     c.parser = std::make_unique<http::ResponseParser>();
     c.then = std::move(then);
-    if (req.method == "HEAD") c.parser->expect_no_body();
-    if (wire) c.wire = std::move(wire).value();
+    if (method == "HEAD") c.parser->expect_no_body();
+    c.wire = std::move(wire);
     conns_.emplace(id, std::move(c));
     push_request(request::Open{id, config_.endpoint});
     return id;

@@ -37,6 +37,10 @@ struct Request {
 /// The request bytes: request line, Host, the given headers, Content-Length when there is a
 /// body. Header names and values with CR or LF are refused (header injection): SBX_E1000.
 [[nodiscard]] Result<std::string> write_request(const Request& request, std::string_view host);
+/// Only the head of that request (its body ignored) for a body of `content_length` bytes that
+/// the caller appends itself: a large body is then written once, straight after the head.
+[[nodiscard]] Result<std::string> write_request_head(const Request& request, std::string_view host,
+                                                     std::size_t content_length);
 
 struct ParserLimits {
   std::size_t max_head_bytes = 64 * 1024;  // status line and headers

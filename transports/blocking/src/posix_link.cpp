@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,12 +49,16 @@ class PosixLink final : public Link {
   struct Conn {
     int fd = -1;
     bool connecting = true;
-    std::string out;          // bytes waiting to be written
-    bool half_close = false;  // shutdown(SHUT_WR) once `out` is empty
-    std::string in;           // bytes the machine did not consume yet (backpressure)
+    std::deque<std::string> out;  // pieces waiting to be written, the first from `sent` on
+    std::size_t sent = 0;         // (an offset: a 256 MiB piece is neither copied nor moved)
+    bool half_close = false;      // shutdown(SHUT_WR) once `out` is empty
+    std::string in;               // bytes the machine did not consume yet (backpressure)
     bool eof = false;
     std::unique_ptr<TlsChannel> tls;  // for tls endpoints: ciphertext on fd, plaintext in `in`
     bool tls_ready = false;
+    void queue(std::string bytes) {
+      if (!bytes.empty()) out.push_back(std::move(bytes));
+    }
   };
   void deliver(Machine& machine, ConnId id, Conn& c, std::string_view data);
   void open(Machine& machine, ConnId id, const Endpoint& endpoint);
@@ -75,16 +80,16 @@ void PosixLink::perform(Machine& machine, Request request) {
           if (it == conns_.end()) return;
           if (it->second.tls) {
             it->second.tls->write(r.data);
-            it->second.out += it->second.tls->take_cipher();
+            it->second.queue(it->second.tls->take_cipher());
           } else {
-            it->second.out += r.data;
+            it->second.queue(std::move(r.data));
           }
         } else if constexpr (std::is_same_v<R, request::HalfClose>) {
           auto it = conns_.find(r.conn);
           if (it == conns_.end()) return;
           if (it->second.tls) {
             it->second.tls->close_notify();
-            it->second.out += it->second.tls->take_cipher();
+            it->second.queue(it->second.tls->take_cipher());
           }
           it->second.half_close = true;
         } else if constexpr (std::is_same_v<R, request::Close>) {
@@ -147,7 +152,7 @@ void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
   c.fd = fd;
   c.connecting = rc < 0;
   c.tls = std::move(tls);
-  if (c.tls) c.out = c.tls->take_cipher();  // the ClientHello
+  if (c.tls) c.queue(c.tls->take_cipher());  // the ClientHello
   const bool tls_conn = static_cast<bool>(c.tls);
   conns_[id] = std::move(c);
   if (rc == 0 && !tls_conn) machine.handle_connected(id, now());
@@ -161,7 +166,7 @@ void PosixLink::deliver(Machine& machine, ConnId id, Conn& c, std::string_view d
     return;
   }
   auto r = c.tls->feed(data);
-  c.out += c.tls->take_cipher();
+  c.queue(c.tls->take_cipher());
   if (!r) {
     c.eof = true;
     if (!c.tls_ready) {
@@ -257,8 +262,13 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
       continue;
     }
     if ((fds[i].revents & POLLOUT) && !c.out.empty()) {
-      const ssize_t w = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
-      if (w > 0) c.out.erase(0, static_cast<std::size_t>(w));
+      const std::string& front = c.out.front();
+      const ssize_t w = ::send(c.fd, front.data() + c.sent, front.size() - c.sent, MSG_NOSIGNAL);
+      if (w > 0) c.sent += static_cast<std::size_t>(w);
+      if (c.sent == front.size()) {
+        c.out.pop_front();
+        c.sent = 0;
+      }
     }
     if (c.half_close && c.out.empty()) {
       ::shutdown(c.fd, SHUT_WR);
