@@ -1,46 +1,52 @@
-// End-to-end docker:// benchmarks, side by side in one run on the same container:
-//   latency of run({"true"}): sandboxio (sync API) vs `docker exec` (CLI) vs a minimal
-//     raw-socket client doing the shortest request sequence (exec create, start, inspect);
-//   throughput of stdout: sandboxio stream() vs `docker exec ... > /dev/null` (CLI).
-// The three latency variants are interleaved round by round so that noise hits them alike;
-// the report gives medians and ratios.
+// End-to-end docker:// benchmarks: the same work done side by side, in one run, by sandboxio
+// and by what users would otherwise pick: the `docker` CLI, dockerode (the most used Docker
+// client on npm, pinned in bench/node; a warm, long-lived Node process) and a minimal
+// raw-socket client (the shortest request sequence: the limit). Peers take turns round by
+// round, so the machine's noise hits them alike; the report (scripts/bench-report) takes medians
+// and ratios.
 //
-//   sandboxio_bench_docker [--short] [--rounds N] [--mib N] [--image IMAGE] [--json FILE]
+//   latency       run({"true"}) on a running sandbox
+//   first_output  from nothing to the first output of a command: create, start, exec
+//   stdout        N MiB of stdout read to the end (1 GiB by default)
+//   file          an M MiB file written, then read back (256 MiB by default)
+//   concurrent    K sandboxes each created, running a command and removed, all at once: from
+//                 one thread with the Asio transport, from the blocking API with a thread each,
+//                 and dockerode with Promise.all; wall time and peak memory of that process
+//
+//   sandboxio_bench_docker [--short] [--rounds N] [--runs N] [--mib N] [--file-mib N]
+//                          [--concurrent K] [--image IMAGE] [--json FILE] [--only SCENARIO]
+//   sandboxio_bench_docker --concurrent-child asio|threads K IMAGE     (one measured process)
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/io_context.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
+#include "sandboxio/async.hpp"
 #include "sandboxio/sync.hpp"
+#include "sandboxio/tar.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int run_shell(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using namespace sandboxio::bench;
 
 // ---- the raw-socket client: what the shortest possible client does ----
 int unix_connect() {
@@ -55,7 +61,7 @@ int unix_connect() {
   return fd;
 }
 
-void send_all(int fd, const std::string& s) {
+void send_all(int fd, std::string_view s) {
   std::size_t off = 0;
   while (off < s.size()) {
     const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
@@ -64,15 +70,20 @@ void send_all(int fd, const std::string& s) {
   }
 }
 
-// One keep-alive request with a Content-Length reply; returns the body.
-std::string request(int fd, const std::string& method, const std::string& path,
-                    const std::string& body) {
+std::string head_of(const std::string& method, const std::string& path, std::size_t body,
+                    const char* type = "application/json") {
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: docker\r\n";
-  if (!body.empty())
-    req +=
-        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-  req += "\r\n" + body;
-  send_all(fd, req);
+  if (body != 0)
+    req += std::string("Content-Type: ") + type + "\r\nContent-Length: " + std::to_string(body) +
+           "\r\n";
+  return req + "\r\n";
+}
+
+// One keep-alive request with a Content-Length (or empty) reply; returns the body.
+std::string request(int fd, const std::string& method, const std::string& path,
+                    std::string_view body, const char* type = "application/json") {
+  send_all(fd, head_of(method, path, body.size(), type));
+  send_all(fd, body);
   std::string in;
   char buf[8192];
   std::size_t head_end = std::string::npos, need = 0;
@@ -84,35 +95,45 @@ std::string request(int fd, const std::string& method, const std::string& path,
       head_end = in.find("\r\n\r\n");
       if (head_end == std::string::npos) continue;
       const auto cl = in.find("Content-Length: ");
-      need = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
+      need = cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
     }
     if (in.size() >= head_end + 4 + need) break;
   }
   return head_end == std::string::npos ? std::string() : in.substr(head_end + 4, need);
 }
 
-// Creates an exec of `cmd_json` on the keep-alive connection `fd`, starts it on a connection of
-// its own without Upgrade (the daemon streams until the process ends, then closes), reads all of
-// it and returns the bytes read; `id` receives the exec's id.
-std::uint64_t raw_exec(int fd, const std::string& container, const std::string& cmd_json,
-                       std::string& id) {
-  const std::string created =
-      request(fd, "POST", "/v1.41/containers/" + container + "/exec",
-              R"({"AttachStdout":true,"AttachStderr":true,"Cmd":)" + cmd_json + "}");
-  id = created.substr(created.find("\"Id\":\"") + 6, 64);
+std::string id_in(const std::string& created) {
+  const auto at = created.find("\"Id\":\"");
+  return at == std::string::npos ? std::string() : created.substr(at + 6, 64);
+}
+
+// Sends a request on a connection of its own and reads the reply to its end (the daemon closes
+// it): returns the bytes read; `first` runs at the first byte.
+std::uint64_t read_to_end(const std::string& head, std::string_view body,
+                          const std::function<void()>& first = {}) {
   const int s = unix_connect();
-  const std::string body = R"({"Detach":false,"Tty":false})";
-  send_all(s, "POST /v1.41/exec/" + id +
-                  "/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\n"
-                  "Content-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_all(s, head);
+  send_all(s, body);
   static std::vector<char> buf(256 * 1024);
   std::uint64_t total = 0;
   ssize_t n = 0;
-  while ((n = ::recv(s, buf.data(), buf.size(), 0)) > 0)
+  while ((n = ::recv(s, buf.data(), buf.size(), 0)) > 0) {
+    if (total == 0 && first) first();
     total += static_cast<std::uint64_t>(n);
+  }
   ::close(s);
   return total;
+}
+
+// Creates an exec of `cmd_json` on the keep-alive connection `fd`, starts it on a connection of
+// its own without Upgrade (the daemon streams until the process ends, then closes) and reads
+// all of it; returns the bytes read; `id` receives the exec's id.
+std::uint64_t raw_exec(int fd, const std::string& container, const std::string& cmd_json,
+                       std::string& id, const std::function<void()>& first = {}) {
+  id = id_in(request(fd, "POST", "/v1.41/containers/" + container + "/exec",
+                     R"({"AttachStdout":true,"AttachStderr":true,"Cmd":)" + cmd_json + "}"));
+  const std::string body = R"({"Detach":false,"Tty":false})";
+  return read_to_end(head_of("POST", "/v1.41/exec/" + id + "/start", body.size()), body, first);
 }
 
 // The shortest sequence for run({"true"}): exec create, start, inspect.
@@ -127,22 +148,145 @@ double raw_true(const std::string& container) {
   return ms_since(t);
 }
 
-// Reads an exec's whole output and discards it: the most a client can take from the daemon.
-std::uint64_t raw_read_all(const std::string& container, const std::string& bytes) {
+// Create, start, exec `echo ready`: milliseconds to its first output byte.
+double raw_first_output(const std::string& image) {
+  const auto t = Clock::now();
+  const int fd = unix_connect();
+  const std::string id =
+      id_in(request(fd, "POST", "/v1.41/containers/create",
+                    R"({"Image":")" + image +
+                        R"(","Cmd":["sleep","infinity"],"Labels":{"io.sandboxio.bench":"raw"},)"
+                        R"("HostConfig":{"NetworkMode":"none","AutoRemove":true}})"));
+  (void)request(fd, "POST", "/v1.41/containers/" + id + "/start", "");
+  double ms = 0;
+  std::string exec;
+  (void)raw_exec(fd, id, R"(["echo","ready"])", exec, [&] { ms = ms_since(t); });
+  (void)request(fd, "DELETE", "/v1.41/containers/" + id + "?force=1", "");
+  ::close(fd);
+  return ms;
+}
+
+std::uint64_t raw_read_all(const std::string& container, std::uint64_t bytes) {
   const int fd = unix_connect();
   std::string id;
-  const std::uint64_t total =
-      raw_exec(fd, container, R"(["head","-c",")" + bytes + R"(","/dev/zero"])", id);
+  const std::uint64_t total = raw_exec(
+      fd, container, R"(["head","-c",")" + std::to_string(bytes) + R"(","/dev/zero"])", id);
   ::close(fd);
   return total;
 }
 
+std::string tar_of(const std::string& name, const std::string& content) {
+  sandboxio::tar::Entry e;
+  e.name = name;
+  e.size = content.size();
+  e.mode = 0644;
+  std::string out = sandboxio::tar::header(e).value();
+  out += content;
+  out += sandboxio::tar::padding(content.size());
+  out += sandboxio::tar::end();
+  return out;
+}
+
+// PUT the archive, then GET it back: {write ms, read ms}.
+std::pair<double, double> raw_file(const std::string& container, const std::string& content) {
+  const std::string body = tar_of("bench.bin", content);
+  auto t = Clock::now();
+  const int fd = unix_connect();
+  (void)request(fd, "PUT", "/v1.41/containers/" + container + "/archive?path=%2Ftmp", body,
+                "application/x-tar");
+  ::close(fd);
+  const double write_ms = ms_since(t);
+  t = Clock::now();
+  const std::uint64_t got = read_to_end(
+      "GET /v1.41/containers/" + container +
+          "/archive?path=%2Ftmp%2Fbench.bin HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n",
+      {});
+  const double read_ms = ms_since(t);
+  if (got < content.size()) std::cerr << "raw: short file read\n";
+  return {write_ms, read_ms};
+}
+
+std::string peer_script() {
+  return std::string(SBX_SOURCE_DIR) + "/bench/node/dockerode_peer.mjs";
+}
+
+bool dockerode_available() {
+  return ::access((std::string(SBX_SOURCE_DIR) + "/bench/node/node_modules/dockerode").c_str(),
+                  R_OK) == 0 &&
+         run_shell("node --version >/dev/null 2>&1") == 0;
+}
+
+// ---- the concurrent scenario, each in a process of its own (its peak memory is its own) ----
+constexpr const char* kConcurrentCommand = "echo ready";
+
+int concurrent_child(const std::string& mode, int n, const std::string& image) {
+  const std::string dsn = "docker://" + image;
+  std::atomic<int> ok{0};
+  const auto t = Clock::now();
+  if (mode == "threads") {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&] {
+        try {
+          auto sb = sandboxio::sync::Sandbox::create(dsn);
+          if (sb.run({"sh", "-c", kConcurrentCommand}).stdout_bytes == "ready\n") ++ok;
+        } catch (const std::exception& e) {
+          std::cerr << "threads: " << e.what() << "\n";
+        }
+      });
+    }
+    for (auto& th : threads)
+      th.join();
+  } else {
+    using sandboxio::async::Sandbox;
+    asio::io_context io;  // run by this one thread
+    for (int i = 0; i < n; ++i) {
+      Sandbox::async_create(io.get_executor(), dsn, {}, [&](std::error_code ec, Sandbox sb) {
+        if (ec) {
+          std::cerr << "asio: create: " << ec.message() << "\n";
+          return;
+        }
+        auto held = std::make_shared<Sandbox>(std::move(sb));
+        sandboxio::Command c;
+        c.argv = {"sh", "-c", kConcurrentCommand};
+        held->async_run(std::move(c), [&, held](std::error_code e, sandboxio::ExecResult r) {
+          if (!e && r.stdout_bytes == "ready\n") ++ok;
+          if (e) std::cerr << "asio: run: " << e.message() << "\n";
+        });  // the handle goes with the last handler: its teardown removes the container
+      });
+    }
+    io.run();
+  }
+  std::printf("{\"wall_ms\":%.1f,\"peak_rss_kib\":%ld,\"ok\":%d}\n", ms_since(t), peak_rss_kib(),
+              ok.load());
+  return ok == n ? 0 : 1;
+}
+
+struct Measured {
+  double wall_ms = 0;
+  double peak_mib = 0;
+};
+
+std::optional<Measured> measure_child(const std::string& cmd) {
+  const std::string line = shell_output(cmd);
+  auto wall = number_in(line, "wall_ms");
+  auto rss = number_in(line, "peak_rss_kib");
+  if (!wall || !rss) {
+    std::cerr << "concurrent: no measurement from: " << cmd << "\n" << line << "\n";
+    return std::nullopt;
+  }
+  return Measured{*wall, *rss / 1024.0};
+}
+
 struct Options {
-  int rounds = 30;
-  std::size_t mib = 1024;
-  int throughput_runs = 5;
+  int rounds = 30;           // latency rounds
+  int runs = 5;              // runs of every other scenario
+  std::uint64_t mib = 1024;  // stdout scenario
+  std::uint64_t file_mib = 256;
+  int concurrent = 100;
   std::string image = "sandboxio-test/python:bookworm";
   std::string json;
+  std::string only;  // one scenario (for profiling), or all
 };
 
 }  // namespace
@@ -152,21 +296,34 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--short") {
+    if (a == "--concurrent-child" && i + 3 < argc) {
+      return concurrent_child(argv[i + 1], std::stoi(argv[i + 2]), argv[i + 3]);
+    } else if (a == "--short") {
       o.rounds = 5;
+      o.runs = 1;
       o.mib = 64;
-      o.throughput_runs = 1;
+      o.file_mib = 16;
+      o.concurrent = 4;
     } else if (a == "--rounds") {
       o.rounds = std::stoi(next());
+    } else if (a == "--runs") {
+      o.runs = std::stoi(next());
     } else if (a == "--mib") {
-      o.mib = std::stoul(next());
+      o.mib = std::stoull(next());
+    } else if (a == "--file-mib") {
+      o.file_mib = std::stoull(next());
+    } else if (a == "--concurrent") {
+      o.concurrent = std::stoi(next());
     } else if (a == "--image") {
       o.image = next();
     } else if (a == "--json") {
       o.json = next();
+    } else if (a == "--only") {
+      o.only = next();
     } else {
-      std::cerr << "usage: sandboxio_bench_docker [--short] [--rounds N] [--mib N] "
-                   "[--image IMAGE] [--json FILE]\n";
+      std::cerr
+          << "usage: sandboxio_bench_docker [--short] [--rounds N] [--runs N] [--mib N] "
+             "[--file-mib N] [--concurrent K] [--image IMAGE] [--json FILE] [--only SCENARIO]\n";
       return 2;
     }
   }
@@ -177,109 +334,160 @@ int main(int argc, char** argv) {
     ::close(fd);
   }
 
-  // The docker CLIs to compare with: the one in PATH, and Debian's docker.io client when it
-  // is a different one (their speeds differ by 2x: the newer client is much faster).
-  struct Cli {
-    std::string name, path;
-    std::vector<double> ms, mibs;
-  };
-  std::vector<Cli> clis;
-  auto version_of = [](const std::string& path) {
-    std::string v;
-    if (FILE* f =
-            ::popen((path + " version --format '{{.Client.Version}}' 2>/dev/null").c_str(), "r")) {
-      char buf[128] = {};
-      if (std::fgets(buf, sizeof buf, f)) v = buf;
-      ::pclose(f);
-    }
-    while (!v.empty() && (v.back() == '\n' || v.back() == ' '))
-      v.pop_back();
-    return v;
-  };
-  const std::string path_version = version_of("docker");
-  clis.push_back({"docker CLI " + path_version, "docker", {}, {}});
-  if (::access("/usr/bin/docker", X_OK) == 0) {
-    const std::string v = version_of("/usr/bin/docker");
-    if (v != path_version) clis.push_back({"docker CLI " + v, "/usr/bin/docker", {}, {}});
+  std::map<std::string, std::string> versions;
+  versions["docker engine"] = shell_output("docker version --format '{{.Server.Version}}'");
+  versions["docker CLI"] = shell_output("docker version --format '{{.Client.Version}}'");
+  std::unique_ptr<NodePeer> node;
+  if (dockerode_available()) {
+    node = NodePeer::start({"node", peer_script()});
+    versions["dockerode"] = shell_output("node -p \"require('" + std::string(SBX_SOURCE_DIR) +
+                                         "/bench/node/node_modules/dockerode/package.json')"
+                                         ".version\"");
+    versions["node"] = shell_output("node --version");
+  } else {
+    std::cerr << "*** dockerode is not installed (npm ci in bench/node): its column is empty ***\n";
   }
+  Samples samples;
+  auto want = [&o](const char* scenario) { return o.only.empty() || o.only == scenario; };
+  auto node_ms = [&](const std::string& cmd, const char* key = "ms") -> std::optional<double> {
+    if (!node) return std::nullopt;
+    return number_in(node->call(cmd), key);
+  };
 
   auto sb = sandboxio::sync::Sandbox::create("docker://" + o.image);
   const std::string id = sb.id();
+  const std::string run_true_cmd = R"({"op":"run_true","container":")" + id + "\"}";
   // Warm up every path once.
   (void)sb.run({"true"});
-  for (const auto& c : clis)
-    (void)run_shell(c.path + " exec " + id + " true");
+  (void)run_shell("docker exec " + id + " true");
   (void)raw_true(id);
+  (void)node_ms(run_true_cmd);
 
-  std::vector<double> lib, raw;
-  for (int r = 0; r < o.rounds; ++r) {
+  std::cerr << "latency: " << o.rounds << " rounds\n";
+  for (int r = 0; want("latency") && r < o.rounds; ++r) {
     auto t = Clock::now();
     if (!sb.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
-    lib.push_back(ms_since(t));
-    for (auto& c : clis) {
-      t = Clock::now();
-      if (run_shell(c.path + " exec " + id + " true") != 0) std::cerr << c.name << ": failed\n";
-      c.ms.push_back(ms_since(t));
-    }
-    raw.push_back(raw_true(id));
+    samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+    t = Clock::now();
+    if (run_shell("docker exec " + id + " true") != 0) std::cerr << "docker CLI: failed\n";
+    samples["latency_ms"]["docker CLI"].push_back(ms_since(t));
+    samples["latency_ms"]["raw socket"].push_back(raw_true(id));
+    if (auto ms = node_ms(run_true_cmd)) samples["latency_ms"]["dockerode"].push_back(*ms);
   }
 
-  const std::string bytes = std::to_string(o.mib << 20);
-  const auto expected = static_cast<std::uint64_t>(o.mib) << 20;
-  std::vector<double> lib_mibs, raw_mibs;
-  for (int r = 0; r < o.throughput_runs; ++r) {
+  std::cerr << "first output: " << o.runs << " runs\n";
+  for (int r = 0; want("first_output") && r < o.runs; ++r) {
+    {
+      const auto t = Clock::now();
+      auto fresh = sandboxio::sync::Sandbox::create("docker://" + o.image);
+      auto p = fresh.stream({"echo", "ready"});
+      (void)p.next();
+      samples["first_output_ms"]["sandboxio"].push_back(ms_since(t));
+      (void)p.wait();
+    }  // removal not timed (the others remove after their clock stops too)
+    const auto t = Clock::now();
+    const std::string cid =
+        shell_output("docker run -d --rm --network none --label io.sandboxio.bench=cli " + o.image +
+                     " sleep infinity");
+    (void)run_shell("docker exec " + cid + " echo ready >/dev/null");
+    samples["first_output_ms"]["docker CLI"].push_back(ms_since(t));
+    (void)run_shell("docker rm -f " + cid + " >/dev/null");
+    samples["first_output_ms"]["raw socket"].push_back(raw_first_output(o.image));
+    if (auto ms = node_ms(R"({"op":"first_output","image":")" + o.image + "\"}"))
+      samples["first_output_ms"]["dockerode"].push_back(*ms);
+  }
+
+  std::cerr << "stdout: " << o.runs << " runs of " << o.mib << " MiB\n";
+  const std::uint64_t bytes = o.mib << 20;
+  const double mib = static_cast<double>(o.mib);
+  for (int r = 0; want("stdout") && r < o.runs; ++r) {
     auto t = Clock::now();
     sandboxio::Command c;
-    c.argv = {"head", "-c", bytes, "/dev/zero"};
+    c.argv = {"head", "-c", std::to_string(bytes), "/dev/zero"};
     c.timeout = std::chrono::minutes(10);
     auto p = sb.stream(c);
     std::uint64_t got = 0;
     while (auto chunk = p.next())
       got += chunk->data.size();
     (void)p.wait();
-    if (got != expected) std::cerr << "sandboxio: short read\n";
-    lib_mibs.push_back(static_cast<double>(o.mib) / (ms_since(t) / 1000.0));
-    for (auto& cli : clis) {
-      t = Clock::now();
-      (void)run_shell(cli.path + " exec " + id + " head -c " + bytes + " /dev/zero > /dev/null");
-      cli.mibs.push_back(static_cast<double>(o.mib) / (ms_since(t) / 1000.0));
-    }
+    if (got != bytes) std::cerr << "sandboxio: short read\n";
+    samples["stdout_mib_s"]["sandboxio"].push_back(mib / (ms_since(t) / 1000.0));
     t = Clock::now();
-    if (raw_read_all(id, bytes) < expected) std::cerr << "raw: short read\n";
-    raw_mibs.push_back(static_cast<double>(o.mib) / (ms_since(t) / 1000.0));
+    (void)run_shell("docker exec " + id + " head -c " + std::to_string(bytes) +
+                    " /dev/zero > /dev/null");
+    samples["stdout_mib_s"]["docker CLI"].push_back(mib / (ms_since(t) / 1000.0));
+    t = Clock::now();
+    if (raw_read_all(id, bytes) < bytes) std::cerr << "raw: short read\n";
+    samples["stdout_mib_s"]["raw socket"].push_back(mib / (ms_since(t) / 1000.0));
+    if (auto ms = node_ms(R"({"op":"stdout","container":")" + id +
+                          "\",\"bytes\":" + std::to_string(bytes) + "}"))
+      samples["stdout_mib_s"]["dockerode"].push_back(mib / (*ms / 1000.0));
   }
 
-  const double lib_ms = median(lib), raw_ms = median(raw);
-  const double lib_tp = median(lib_mibs), raw_tp = median(raw_mibs);
-  std::printf(
-      "docker:// end to end, image %s; medians of %d interleaved rounds (latency) and %d "
-      "runs of %zu MiB (throughput)\n",
-      o.image.c_str(), o.rounds, o.throughput_runs, o.mib);
-  std::printf(
-      "  run({\"true\"}) latency   sandboxio %7.2f ms   raw socket %7.2f ms   ratio %.3f "
-      "(target <= 1.10)\n",
-      lib_ms, raw_ms, lib_ms / raw_ms);
-  for (const auto& c : clis) {
-    std::printf("    vs %-24s %7.2f ms   ratio %.3f (target <= 0.65)\n", c.name.c_str(),
-                median(c.ms), lib_ms / median(c.ms));
+  std::cerr << "file: " << o.runs << " runs of " << o.file_mib << " MiB\n";
+  const std::string content(o.file_mib << 20, 'f');
+  const double fmib = static_cast<double>(o.file_mib);
+  const std::string local = "/tmp/sandboxio-bench-" + std::to_string(::getpid());
+  { std::ofstream(local + ".in", std::ios::binary) << content; }
+  auto add_file = [&](const std::string& peer, double write_ms, double read_ms) {
+    samples["file_write_mib_s"][peer].push_back(fmib / (write_ms / 1000.0));
+    samples["file_read_mib_s"][peer].push_back(fmib / (read_ms / 1000.0));
+  };
+  for (int r = 0; want("file") && r < o.runs; ++r) {
+    auto t = Clock::now();
+    sb.write_file("/tmp/bench.bin", content);
+    const double w = ms_since(t);
+    t = Clock::now();
+    if (sb.read_file("/tmp/bench.bin").size() != content.size())
+      std::cerr << "sandboxio: short file read\n";
+    add_file("sandboxio", w, ms_since(t));
+    t = Clock::now();
+    (void)run_shell("docker cp " + local + ".in " + id + ":/tmp/bench.bin");
+    const double cw = ms_since(t);
+    t = Clock::now();
+    (void)run_shell("docker cp " + id + ":/tmp/bench.bin " + local + ".out");
+    add_file("docker CLI", cw, ms_since(t));
+    const auto [rw, rr] = raw_file(id, content);
+    add_file("raw socket", rw, rr);
+    if (node) {
+      const std::string line = node->call(R"({"op":"file","container":")" + id +
+                                          "\",\"bytes\":" + std::to_string(content.size()) + "}");
+      auto nw = number_in(line, "write_ms");
+      auto nr = number_in(line, "read_ms");
+      if (nw && nr) add_file("dockerode", *nw, *nr);
+    }
   }
-  std::printf(
-      "  stdout throughput      sandboxio %7.1f MiB/s   raw reader %7.1f MiB/s   ratio %.3f\n",
-      lib_tp, raw_tp, lib_tp / raw_tp);
-  for (const auto& c : clis) {
-    std::printf("    vs %-24s %7.1f MiB/s   ratio %.3f (target >= 1.10)\n", c.name.c_str(),
-                median(c.mibs), lib_tp / median(c.mibs));
+  ::unlink((local + ".in").c_str());
+  ::unlink((local + ".out").c_str());
+
+  std::cerr << "concurrent: " << o.runs << " runs of " << o.concurrent << " sandboxes\n";
+  const std::string self = shell_output("readlink -f /proc/" + std::to_string(::getpid()) + "/exe");
+  const std::string k = std::to_string(o.concurrent);
+  for (int r = 0; want("concurrent") && r < o.runs; ++r) {
+    const std::vector<std::pair<std::string, std::string>> modes = {
+        {"sandboxio asio, 1 thread", self + " --concurrent-child asio " + k + " " + o.image},
+        {"sandboxio sync, thread each", self + " --concurrent-child threads " + k + " " + o.image},
+        {"dockerode", node ? "node " + peer_script() + " --concurrent " + k + " " + o.image : ""},
+    };
+    for (const auto& [name, cmd] : modes) {
+      if (cmd.empty()) continue;
+      if (auto m = measure_child(cmd)) {
+        samples["concurrent_wall_ms"][name].push_back(m->wall_ms);
+        samples["concurrent_peak_mib"][name].push_back(m->peak_mib);
+      }
+    }
   }
+
+  print_medians("docker:// end to end, image " + o.image, samples);
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << "{\"rounds\":" << o.rounds << ",\"mib\":" << o.mib
-      << ",\"latency_ms\":{\"sandboxio\":" << lib_ms << ",\"raw\":" << raw_ms;
-    for (const auto& c : clis)
-      f << ",\"" << c.name << "\":" << median(c.ms);
-    f << "},\"throughput_mib_s\":{\"sandboxio\":" << lib_tp << ",\"raw\":" << raw_tp;
-    for (const auto& c : clis)
-      f << ",\"" << c.name << "\":" << median(c.mibs);
-    f << "}}\n";
+    write_json(o.json,
+               {{"image", "\"" + o.image + "\""},
+                {"rounds", std::to_string(o.rounds)},
+                {"runs", std::to_string(o.runs)},
+                {"stdout_mib", std::to_string(o.mib)},
+                {"file_mib", std::to_string(o.file_mib)},
+                {"concurrent", std::to_string(o.concurrent)}},
+               versions, samples);
   }
   return 0;
 }

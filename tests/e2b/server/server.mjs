@@ -832,6 +832,10 @@ function guard(handler) {
 }
 
 function listen(server) {
+  // No Nagle, as on E2B's own servers (Go sets TCP_NODELAY on every connection): Node's TLS
+  // server leaves it on, and a response written in two pieces then waits for the client's
+  // delayed ACK (40 ms per exchange over HTTP/1.1).
+  server.on('connection', (socket) => socket.setNoDelay(true));
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
 }
 

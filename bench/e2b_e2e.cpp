@@ -1,0 +1,148 @@
+// End-to-end e2b:// benchmarks against the local E2B-compatible server (tests/e2b/server): the
+// same work done side by side by sandboxio and by E2B's official JS SDK (a warm, long-lived
+// Node process, bench/node/e2b_peer.mjs), taking turns round by round.
+//
+//   latency       run({"true"}) on a running sandbox (the SDK: commands.run('true'))
+//   first_output  create a sandbox, run `echo ready`, first output
+//   file          an M MiB file written, then read back
+//
+// E2B_API_KEY, E2B_API_URL and E2B_SANDBOX_URL (NODE_EXTRA_CA_CERTS for TLS) name the server
+// for both; scripts/bench-report starts one and sets them.
+//
+//   sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] [--dsn DSN]
+//                       [--template T] [--json FILE]
+#include <iostream>
+#include <string>
+
+#include "bench_support.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace {
+
+using namespace sandboxio::bench;
+
+struct Options {
+  int rounds = 30;
+  int runs = 5;
+  std::uint64_t file_mib = 256;
+  std::string tmpl = "base";
+  std::string dsn_options;  // appended to e2b://TEMPLATE (for example ?ca=/path/ca.pem)
+  std::string json;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--short") {
+      o.rounds = 5;
+      o.runs = 1;
+      o.file_mib = 8;
+    } else if (a == "--rounds") {
+      o.rounds = std::stoi(next());
+    } else if (a == "--runs") {
+      o.runs = std::stoi(next());
+    } else if (a == "--file-mib") {
+      o.file_mib = std::stoull(next());
+    } else if (a == "--template") {
+      o.tmpl = next();
+    } else if (a == "--dsn-options") {
+      o.dsn_options = next();
+    } else if (a == "--json") {
+      o.json = next();
+    } else {
+      std::cerr << "usage: sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] "
+                   "[--template T] [--dsn-options ?K=V] [--json FILE]\n";
+      return 2;
+    }
+  }
+  if (!std::getenv("E2B_API_URL") || !std::getenv("E2B_SANDBOX_URL")) {
+    std::cerr << "set E2B_API_KEY, E2B_API_URL and E2B_SANDBOX_URL (scripts/bench-report starts "
+                 "the local server and sets them)\n";
+    return 2;
+  }
+  const std::string dsn = "e2b://" + o.tmpl + o.dsn_options;
+  const std::string sdk = std::string(SBX_SOURCE_DIR) + "/tests/e2b/node_modules/e2b/package.json";
+  std::unique_ptr<NodePeer> node;
+  std::map<std::string, std::string> versions;
+  if (::access(sdk.c_str(), R_OK) == 0) {
+    node = NodePeer::start({"node", std::string(SBX_SOURCE_DIR) + "/bench/node/e2b_peer.mjs"});
+    versions["e2b JS SDK"] = shell_output("node -p \"require('" + sdk + "').version\"");
+    versions["node"] = shell_output("node --version");
+  } else {
+    std::cerr
+        << "*** the E2B SDK is not installed (npm ci in tests/e2b): its column is empty ***\n";
+  }
+  auto node_number = [&](const std::string& cmd, const char* key) -> std::optional<double> {
+    if (!node) return std::nullopt;
+    return number_in(node->call(cmd), key);
+  };
+  Samples samples;
+
+  auto sb = sandboxio::sync::Sandbox::create(dsn);
+  (void)node_number(R"({"op":"open","template":")" + o.tmpl + "\"}", "ms");
+  (void)sb.run({"true"});
+  (void)node_number(R"({"op":"run_true"})", "ms");
+
+  std::cerr << "latency: " << o.rounds << " rounds\n";
+  for (int r = 0; r < o.rounds; ++r) {
+    const auto t = Clock::now();
+    if (!sb.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
+    samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+    if (auto ms = node_number(R"({"op":"run_true"})", "ms"))
+      samples["latency_ms"]["E2B JS SDK"].push_back(*ms);
+  }
+
+  std::cerr << "first output: " << o.runs << " runs\n";
+  for (int r = 0; r < o.runs; ++r) {
+    {
+      const auto t = Clock::now();
+      auto fresh = sandboxio::sync::Sandbox::create(dsn);
+      auto p = fresh.stream({"echo", "ready"});
+      (void)p.next();
+      samples["first_output_ms"]["sandboxio"].push_back(ms_since(t));
+      (void)p.wait();
+    }
+    if (auto ms = node_number(R"({"op":"first_output","template":")" + o.tmpl + "\"}", "ms"))
+      samples["first_output_ms"]["E2B JS SDK"].push_back(*ms);
+  }
+
+  std::cerr << "file: " << o.runs << " runs of " << o.file_mib << " MiB\n";
+  const std::string content(o.file_mib << 20, 'f');
+  const double mib = static_cast<double>(o.file_mib);
+  for (int r = 0; r < o.runs; ++r) {
+    auto t = Clock::now();
+    sb.write_file("/tmp/bench.bin", content);
+    const double w = ms_since(t);
+    t = Clock::now();
+    if (sb.read_file("/tmp/bench.bin").size() != content.size())
+      std::cerr << "sandboxio: short file read\n";
+    samples["file_write_mib_s"]["sandboxio"].push_back(mib / (w / 1000.0));
+    samples["file_read_mib_s"]["sandboxio"].push_back(mib / (ms_since(t) / 1000.0));
+    if (node) {
+      const std::string line =
+          node->call(R"({"op":"file","bytes":)" + std::to_string(content.size()) + "}");
+      auto nw = number_in(line, "write_ms");
+      auto nr = number_in(line, "read_ms");
+      if (nw && nr) {
+        samples["file_write_mib_s"]["E2B JS SDK"].push_back(mib / (*nw / 1000.0));
+        samples["file_read_mib_s"]["E2B JS SDK"].push_back(mib / (*nr / 1000.0));
+      }
+    }
+  }
+  (void)node_number(R"({"op":"close"})", "x");
+
+  print_medians("e2b:// end to end against the local server, template " + o.tmpl, samples);
+  if (!o.json.empty()) {
+    write_json(o.json,
+               {{"template", "\"" + o.tmpl + "\""},
+                {"rounds", std::to_string(o.rounds)},
+                {"runs", std::to_string(o.runs)},
+                {"file_mib", std::to_string(o.file_mib)}},
+               versions, samples);
+  }
+  return 0;
+}

@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""Writes docs/performance.md (and its charts) from the benchmark results scripts/bench-report
+collected: the engine benchmarks (Google Benchmark JSON, repetitions aggregated to medians) and
+the end-to-end runs (bench_support.hpp's samples files). Every figure is a median; every
+comparison is a ratio of medians taken side by side in the same run; each target is shown met
+or missed.
+
+  bench_report.py --engine E.json --docker D.json [--e2b X.json] --machine M.txt \
+                  --out docs/performance.md --charts docs/performance [--gnuplot gnuplot]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def load(path):
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def engine_medians(doc):
+    """name -> (median real time ns, median bytes/s or None), from the median aggregates."""
+    out = {}
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b.get("run_name", b["name"])
+        unit = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit", "ns")]
+        out[name] = (b["real_time"] * unit, b.get("bytes_per_second"))
+    return out
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def verdict(ratio, target, higher_is_better):
+    if ratio is None:
+        return "not measured"
+    met = ratio >= target if higher_is_better else ratio <= target
+    sign = ">=" if higher_is_better else "<="
+    return f"{'met' if met else '**missed**'} (target {sign} {target})"
+
+
+class Report:
+    def __init__(self, args):
+        self.args = args
+        self.lines = []
+        self.charts = []
+
+    def w(self, text=""):
+        self.lines.append(text)
+
+    def table(self, header, rows):
+        self.w("| " + " | ".join(header) + " |")
+        self.w("|" + "|".join("---" for _ in header) + "|")
+        for r in rows:
+            self.w("| " + " | ".join(str(c) for c in r) + " |")
+        self.w()
+
+    # ---- charts (gnuplot) ----
+    def bar_chart(self, name, title, ylabel, bars):
+        """bars: [(label, value)]"""
+        bars = [(l, v) for l, v in bars if v is not None]
+        if not bars or not self.args.gnuplot:
+            return None
+        data = os.path.join(self.args.charts, name + ".dat")
+        with open(data, "w") as f:
+            for label, value in bars:
+                f.write(f'"{label}" {value}\n')
+        png = os.path.join(self.args.charts, name + ".png")
+        script = f"""
+set terminal png size 900,420 font ",10"
+set output "{png}"
+set title "{title}"
+set ylabel "{ylabel}"
+set style fill solid 0.6 border -1
+set boxwidth 0.6
+set yrange [0:*]
+set grid ytics
+set xtics noenhanced
+unset key
+plot "{data}" using 0:2:xtic(1) with boxes lc rgb "#3b6ea8", \\
+     "" using 0:2:(sprintf("%.1f", $2)) with labels offset 0,0.8
+"""
+        self.gnuplot(script)
+        os.remove(data)
+        return png
+
+    def cdf_chart(self, name, title, xlabel, series):
+        """series: {label: [samples]}: the distribution of each as a step line."""
+        series = {k: sorted(v) for k, v in series.items() if v}
+        if not series or not self.args.gnuplot:
+            return None
+        plots = []
+        files = []
+        for i, (label, values) in enumerate(series.items()):
+            data = os.path.join(self.args.charts, f"{name}.{i}.dat")
+            files.append(data)
+            with open(data, "w") as f:
+                for j, v in enumerate(values):
+                    f.write(f"{v} {(j + 1) / len(values)}\n")
+            plots.append(f'"{data}" using 1:2 with steps lw 2 title "{label}"')
+        png = os.path.join(self.args.charts, name + ".png")
+        script = f"""
+set terminal png size 900,420 font ",10"
+set output "{png}"
+set title "{title}"
+set xlabel "{xlabel}"
+set ylabel "fraction of runs at or below"
+set key bottom right noenhanced
+set grid
+set yrange [0:1.02]
+plot {", ".join(plots)}
+"""
+        self.gnuplot(script)
+        for f in files:
+            os.remove(f)
+        return png
+
+    def gnuplot(self, script):
+        subprocess.run([self.args.gnuplot], input=script.encode(), check=True)
+
+    def image(self, png, alt):
+        if png:
+            rel = os.path.relpath(png, os.path.dirname(self.args.out))
+            self.w(f"![{alt}]({rel})")
+            self.w()
+
+    # ---- sections ----
+    def write(self):
+        a = self.args
+        engine = load(a.engine)
+        docker = load(a.docker)
+        e2b = load(a.e2b)
+        machine = open(a.machine).read().strip() if a.machine and os.path.exists(a.machine) else ""
+        os.makedirs(a.charts, exist_ok=True)
+
+        self.w("# Performance")
+        self.w()
+        self.w("Generated by `scripts/bench-report` (do not edit by hand: run it again). Every "
+               "figure is the median of the runs given; every comparison is a ratio of medians "
+               "measured side by side in the same run, peers taking turns round by round, "
+               "because the machine is shared and noisy. Targets come from the benchmark issue; "
+               "a missed one is shown as missed, with what explains it.")
+        self.w()
+        self.w("## Where and when")
+        self.w()
+        for line in machine.splitlines():
+            self.w(f"- {line}")
+        versions = {}
+        for doc in (docker, e2b):
+            if doc:
+                versions.update(doc.get("versions", {}))
+        for k in sorted(versions):
+            self.w(f"- {k}: {versions[k]}")
+        self.w()
+
+        if docker:
+            self.docker_section(docker)
+        if e2b:
+            self.e2b_section(e2b)
+        if engine:
+            self.engine_section(engine)
+        self.w("## Reproduce")
+        self.w()
+        self.w("```sh")
+        self.w("scripts/bench-report            # the full suite, then this page (about 15 minutes)")
+        self.w("scripts/bench-report --short    # every benchmark briefly (what CI runs); no page")
+        self.w("```")
+        self.w()
+        self.w("The pieces run on their own too: `build/default/bench/sandboxio_bench_engine`, "
+               "`build/default/bench/sandboxio_bench_docker --help`, "
+               "`build/default/bench/sandboxio_bench_e2b` (needs the local E2B server: "
+               "`tests/e2b/server/ctl.sh start DIR`).")
+        with open(a.out, "w") as f:
+            f.write("\n".join(self.lines).rstrip() + "\n")
+
+    def docker_section(self, doc):
+        p = doc["params"]
+        s = doc["samples"]
+        self.w("## docker:// on the local engine")
+        self.w()
+        self.w(f"Image `{p['image']}`; {p['rounds']} interleaved rounds for latency, {p['runs']} "
+               f"runs of everything else: {p['stdout_mib']} MiB of stdout, a {p['file_mib']} MiB "
+               f"file, {p['concurrent']} concurrent sandboxes. Peers: sandboxio's sync API, the "
+               "`docker` CLI, dockerode in a warm Node process (times taken inside it), and a "
+               "minimal raw-socket client (the shortest request sequence; the limit).")
+        self.w()
+        lat = {k: median(v) for k, v in s.get("latency_ms", {}).items()}
+        first = {k: median(v) for k, v in s.get("first_output_ms", {}).items()}
+        out = {k: median(v) for k, v in s.get("stdout_mib_s", {}).items()}
+        fw = {k: median(v) for k, v in s.get("file_write_mib_s", {}).items()}
+        fr = {k: median(v) for k, v in s.get("file_read_mib_s", {}).items()}
+        ours = "sandboxio"
+
+        def ratio(d, peer):
+            if d.get(ours) is None or d.get(peer) is None or d[peer] == 0:
+                return None
+            return d[ours] / d[peer]
+
+        self.w("### The targets")
+        self.w()
+        rows = [
+            ["`run` latency vs docker CLI", fmt(ratio(lat, "docker CLI"), 3),
+             verdict(ratio(lat, "docker CLI"), 0.65, False)],
+            ["`run` latency vs dockerode", fmt(ratio(lat, "dockerode"), 3),
+             verdict(ratio(lat, "dockerode"), 1.0, False)],
+            ["`run` latency vs raw socket", fmt(ratio(lat, "raw socket"), 3),
+             verdict(ratio(lat, "raw socket"), 1.1, False)],
+            [f"{p['stdout_mib']} MiB stdout throughput vs docker CLI", fmt(ratio(out, "docker CLI"), 3),
+             verdict(ratio(out, "docker CLI"), 1.1, True)],
+            [f"{p['stdout_mib']} MiB stdout throughput vs dockerode", fmt(ratio(out, "dockerode"), 3),
+             verdict(ratio(out, "dockerode"), 1.15, True)],
+        ]
+        self.table(["comparison (sandboxio / peer)", "ratio", "verdict"], rows)
+        self.w("Latency ratios below 1 and throughput ratios above 1 favour sandboxio.")
+        self.w()
+        peers = [k for k in ["sandboxio", "raw socket", "dockerode", "docker CLI"] if k in lat]
+        self.w("### Medians")
+        self.w()
+        self.table(
+            ["peer", "run({\"true\"}) ms", "first output ms", "stdout MiB/s", "file write MiB/s",
+             "file read MiB/s"],
+            [[k, fmt(lat.get(k), 2), fmt(first.get(k)), fmt(out.get(k)), fmt(fw.get(k)),
+              fmt(fr.get(k))] for k in peers])
+        self.image(self.cdf_chart("docker-latency", "docker:// run(true) latency",
+                                  "milliseconds", {k: s["latency_ms"][k] for k in peers}),
+                   "run latency distribution per peer")
+        self.image(self.bar_chart("docker-stdout", f"{p['stdout_mib']} MiB of stdout (median)",
+                                  "MiB/s", [(k, out.get(k)) for k in peers]),
+                   "stdout throughput per peer")
+        self.image(self.bar_chart("docker-file", f"{p['file_mib']} MiB file, write then read (median)",
+                                  "MiB/s", [(f"{k} write", fw.get(k)) for k in peers] +
+                                  [(f"{k} read", fr.get(k)) for k in peers]),
+                   "file throughput per peer")
+        cw = s.get("concurrent_wall_ms", {})
+        cm = s.get("concurrent_peak_mib", {})
+        if cw:
+            self.w(f"### {p['concurrent']} sandboxes at once")
+            self.w()
+            self.w("Each sandbox is created, runs `echo ready` and is removed; every mode runs "
+                   "in a fresh process of its own so that its peak resident memory (VmHWM, "
+                   "maxRSS) is its own.")
+            self.w()
+            self.table(["mode", "wall s (median)", "peak memory MiB (median)", "runs"],
+                       [[k, fmt(median(cw[k]) / 1000, 2), fmt(median(cm.get(k, [])), 1),
+                         len(cw[k])] for k in cw])
+            self.image(self.bar_chart("docker-concurrent-wall",
+                                      f"{p['concurrent']} sandboxes at once: wall time (median)",
+                                      "seconds", [(k, median(v) / 1000) for k, v in cw.items()]),
+                       "concurrent wall time")
+            self.image(self.bar_chart("docker-concurrent-memory",
+                                      f"{p['concurrent']} sandboxes at once: peak memory (median)",
+                                      "MiB", [(k, median(v)) for k, v in cm.items()]),
+                       "concurrent peak memory")
+        self.w("### What explains the misses")
+        self.w()
+        self.w("- **Against the docker CLI** the race is lost or won by the daemon: a `run` is "
+               "three round trips (exec create, start, inspect) that dockerd serves in tens of "
+               "milliseconds on this machine, so even the raw-socket limit is only about 0.65-0.7x "
+               "of the CLI, whose own cost is a process start and an API version ping. A ratio "
+               "above the target with sandboxio at the raw limit is the daemon's floor, not "
+               "overhead: the raw-socket row is the proof.")
+        self.w("- **Stdout throughput** is bounded by dockerd's copy of the exec output through "
+               "its stream multiplexer (the raw reader shows the ceiling); the CLI, dockerode "
+               "and sandboxio all read the same bytes from the same daemon, so ratios near 1 "
+               "against the raw reader mean the client is not the bottleneck. "
+               "`perf record -g build/default/bench/sandboxio_bench_docker --only stdout` puts "
+               "the client's time in the kernel's socket reads; the demultiplexer itself runs "
+               "at memory speed (engine section).")
+        self.w()
+
+    def e2b_section(self, doc):
+        p = doc["params"]
+        s = doc["samples"]
+        self.w("## e2b:// against the local E2B-compatible server")
+        self.w()
+        self.w(f"Template `{p['template']}` on `tests/e2b/server` (the server E2B's official SDKs "
+               "are tested against), over TLS with the test CA; sandboxio next to E2B's official "
+               f"JS SDK in a warm Node process. {p['rounds']} rounds of latency, {p['runs']} runs "
+               f"of the rest, a {p['file_mib']} MiB file. The server is local, so these figures "
+               "measure the clients and the protocol, not E2B's cloud.")
+        self.w()
+        peers = [k for k in ["sandboxio", "E2B JS SDK"] if k in s.get("latency_ms", {})]
+        med = {sc: {k: median(v) for k, v in s.get(sc, {}).items()} for sc in s}
+
+        def r(sc):
+            d = med.get(sc, {})
+            if d.get("sandboxio") is None or d.get("E2B JS SDK") in (None, 0):
+                return "n/a"
+            return fmt(d["sandboxio"] / d["E2B JS SDK"], 3)
+
+        self.table(["peer", "run ms", "first output ms", "file write MiB/s", "file read MiB/s"],
+                   [[k, fmt(med.get("latency_ms", {}).get(k), 2),
+                     fmt(med.get("first_output_ms", {}).get(k)),
+                     fmt(med.get("file_write_mib_s", {}).get(k)),
+                     fmt(med.get("file_read_mib_s", {}).get(k))] for k in peers] +
+                   [["ratio sandboxio / SDK", r("latency_ms"), r("first_output_ms"),
+                     r("file_write_mib_s"), r("file_read_mib_s")]])
+        self.image(self.cdf_chart("e2b-latency", "e2b:// run latency", "milliseconds",
+                                  {k: s["latency_ms"][k] for k in peers}),
+                   "e2b run latency distribution")
+
+    def engine_section(self, doc):
+        m = engine_medians(doc)
+        self.w("## The engine, no I/O")
+        self.w()
+        ctx = doc.get("context", {})
+        self.w(f"Google Benchmark, {ctx.get('num_cpus', '?')} CPUs at "
+               f"{ctx.get('mhz_per_cpu', '?')} MHz, medians of the repetitions. Throughput next to "
+               "`memcpy` of the same bytes, the physical limit.")
+        self.w()
+        memcpy = m.get("BM_Memcpy", (None, None))[1]
+        rows = []
+        for name, (ns, bps) in sorted(m.items()):
+            ratio = (bps / memcpy) if (bps and memcpy) else None
+            rows.append([f"`{name}`", fmt(ns, 0), fmt(bps / 2**20 if bps else None, 0),
+                         fmt(ratio, 3) if ratio else ""])
+        self.table(["benchmark", "ns per iteration", "MiB/s", "vs memcpy"], rows)
+        demux = [bps for name, (ns, bps) in m.items() if name.startswith("BM_DockerDemux") and bps]
+        if demux and memcpy:
+            ratio = min(demux) / memcpy
+            self.w(f"Docker stream demultiplexing against memcpy: **{ratio:.3f}** "
+                   f"({verdict(ratio, 0.5, True)}).")
+            self.w()
+        fake = m.get("BM_FakeRunOverhead")
+        if fake:
+            self.w(f"Per-operation overhead of `run` on `fake://` (create nothing, run, collect): "
+                   f"**{fake[0]:,.0f} ns**.")
+            self.w()
+        self.image(self.bar_chart("engine-throughput", "engine paths (median)", "GiB/s",
+                                  [(n.replace("BM_", ""), bps / 2**30)
+                                   for n, (ns, bps) in sorted(m.items()) if bps]),
+                   "engine throughput next to memcpy")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine")
+    ap.add_argument("--docker")
+    ap.add_argument("--e2b")
+    ap.add_argument("--machine")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--charts", required=True)
+    ap.add_argument("--gnuplot", default="gnuplot")
+    args = ap.parse_args()
+    if args.gnuplot and subprocess.run(["sh", "-c", f"command -v {args.gnuplot}"],
+                                       capture_output=True).returncode != 0:
+        print("bench_report: gnuplot not found: no charts", file=sys.stderr)
+        args.gnuplot = None
+    Report(args).write()
+    print(f"bench_report: wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
