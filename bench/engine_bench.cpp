@@ -4,10 +4,12 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "sandboxio/base64.hpp"
 #include "sandboxio/connect.hpp"
+#include "sandboxio/docker.hpp"
 #include "sandboxio/docker_stream.hpp"
 #include "sandboxio/e2b.hpp"
 #include "sandboxio/http.hpp"
@@ -236,6 +238,103 @@ void BM_E2bMachineStream(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
 }
 BENCHMARK(BM_E2bMachineStream);
+
+// The whole docker:// machine path, bytes in to output events out: a stream() (exec create,
+// exec start answered by the 101 upgrade and 1 MiB of stdout in 32 KiB frames fed in 64 KiB
+// reads, the end, exec inspect) against a scripted daemon, every OutputChunk taken and consumed.
+class ScriptedDaemon {
+ public:
+  explicit ScriptedDaemon(sandboxio::Machine& m) : m_(m) {}
+  std::string exec_output;  // the frames an exec start streams after its upgrade
+
+  std::size_t output = 0;  // output bytes taken so far
+
+  /// Serves every request the machine made until it waits for nothing.
+  void serve(sandboxio::Instant now) {
+    using namespace sandboxio;
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      while (auto r = m_.poll_request()) {
+        progressed = true;
+        if (auto* o = std::get_if<request::Open>(&*r)) {
+          m_.handle_connected(o->conn, now);
+        } else if (auto* snd = std::get_if<request::Send>(&*r)) {
+          std::string& got = sent_[snd->conn];
+          got += snd->data;
+          if (got.find("\r\n\r\n") != std::string::npos) answer(snd->conn, got, now);
+        }
+      }
+      while (auto e = m_.poll_event()) {
+        progressed = true;
+        if (auto* o = std::get_if<event::Output>(&*e)) {
+          output += o->chunk.data.size();
+          m_.handle_consumed(o->op, o->chunk.data.size(), now);
+        }
+      }
+    }
+  }
+
+ private:
+  static std::string reply(const std::string& status, const std::string& body) {
+    return "HTTP/1.1 " + status +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  }
+  void answer(sandboxio::ConnId conn, const std::string& request, sandboxio::Instant now) {
+    const std::string line = request.substr(0, request.find('\r'));
+    sent_.erase(conn);
+    auto has = [&line](const char* s) { return line.find(s) != std::string::npos; };
+    if (has("/attach?")) {
+      feed(conn, "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n", now);
+    } else if (has("/exec/") && has("/start")) {
+      feed(conn, "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n", now);
+      std::string_view rest = exec_output;
+      while (!rest.empty()) {
+        const std::size_t used = m_.handle_bytes(conn, rest.substr(0, 65536), now);
+        rest.remove_prefix(used);
+        serve(now);
+      }
+      m_.handle_eof(conn, now);
+    } else if (has("/exec/") && has("/json")) {
+      feed(conn, reply("200 OK", R"({"Running":false,"ExitCode":0,"Pid":7})"), now);
+    } else if (has("/exec ")) {
+      feed(conn, reply("201 Created", R"({"Id":"e0e0"})"), now);
+    } else if (has("/containers/create")) {
+      feed(conn, reply("201 Created", R"({"Id":"c0ffee","Warnings":[]})"), now);
+    } else if (has("/start")) {
+      feed(conn, "HTTP/1.1 204 No Content\r\n\r\n", now);
+    } else if (has("/containers/json")) {
+      feed(conn, reply("200 OK", "[]"), now);
+    } else {
+      feed(conn, reply("404 Not Found", R"({"message":"not scripted"})"), now);
+    }
+  }
+  void feed(sandboxio::ConnId conn, std::string_view bytes, sandboxio::Instant now) {
+    (void)m_.handle_bytes(conn, bytes, now);
+  }
+  sandboxio::Machine& m_;
+  std::map<sandboxio::ConnId, std::string> sent_;
+};
+
+void BM_DockerMachineStream(benchmark::State& state) {
+  using namespace sandboxio;
+  docker::Config c;
+  c.image = "img";
+  auto m = docker::make_machine(c);
+  ScriptedDaemon daemon(*m);
+  const Instant now{0};
+  (void)m->submit_create({}, now);
+  daemon.serve(now);
+  daemon.exec_output = docker_frames(kMiB, 32768);
+  for (auto _ : state) {
+    daemon.output = 0;
+    (void)m->submit_stream(Command{.argv = {"cat"}}, now);
+    daemon.serve(now);
+    if (daemon.output != kMiB) state.SkipWithError("the scripted stream did not come out whole");
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
+}
+BENCHMARK(BM_DockerMachineStream);
 
 // The whole per-operation overhead of the sync API on fake:// (no wire): nanoseconds per run.
 void BM_FakeRunOverhead(benchmark::State& state) {
