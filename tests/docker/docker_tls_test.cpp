@@ -28,6 +28,15 @@ bool tls_engine_answers() {
   return status == 0;
 }
 
+// The DOCKER_* variables a test sets end with it (other tests in the process use plain tcp://).
+class DockerTls : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    ::unsetenv("DOCKER_TLS_VERIFY");
+    ::unsetenv("DOCKER_CERT_PATH");
+  }
+};
+
 void use_docker_tls_env() {
   ::setenv("DOCKER_TLS_VERIFY", "1", 1);
   ::setenv("DOCKER_CERT_PATH", kTlsDir.c_str(), 1);
@@ -95,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(DockerTls, DockerTlsContract,
                                   sandboxio::contract::test_name_of(std::get<1>(param_info.param));
                          });
 
-TEST(DockerTls, AWrongCaIsATlsErrorNamingTheCheck) {
+TEST_F(DockerTls, AWrongCaIsATlsErrorNamingTheCheck) {
   SBX_REQUIRE_TLS_ENGINE();
   // A directory whose ca.pem is not the CA that signed the server: verification must fail.
   const std::string dir = sandboxio::testing::capture("mktemp -d");
@@ -116,7 +125,7 @@ TEST(DockerTls, AWrongCaIsATlsErrorNamingTheCheck) {
   sandboxio::testing::capture("rm -rf " + d);
 }
 
-TEST(DockerTls, NoClientCertificateIsRefused) {
+TEST_F(DockerTls, NoClientCertificateIsRefused) {
   SBX_REQUIRE_TLS_ENGINE();
   const std::string dir = sandboxio::testing::capture("mktemp -d");
   const std::string d = dir.substr(0, dir.size() - 1);

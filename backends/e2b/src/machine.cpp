@@ -36,6 +36,8 @@ constexpr nanoseconds kKillBackstop = 3s;
 constexpr std::chrono::milliseconds kEnvdLifetimeSlack = 30s;
 // 429 Too Many Requests: retried this many times, waiting what Retry-After says up to a bound.
 constexpr int kMaxRetries = 3;
+// Bodies up to this size are kept for a retry after 429 (a copy); larger ones are not.
+constexpr std::size_t kRetryBodyLimit = std::size_t{1} << 20;
 constexpr std::chrono::seconds kMaxRetryAfter = 30s;
 
 struct Reply {
@@ -117,7 +119,9 @@ class E2bMachine final : public Machine, public Extensions {
   void handle_connected(ConnId id, Instant) override {
     auto it = conns_.find(id);
     if (it == conns_.end()) return;
-    push_request(request::Send{id, std::move(it->second.wire)});
+    for (Bytes& piece : it->second.wire)
+      push_request(request::Send{id, std::move(piece)});
+    it->second.wire.clear();
   }
 
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override {
@@ -652,8 +656,8 @@ class E2bMachine final : public Machine, public Extensions {
 
   struct Conn {
     OpId op = 0;
-    std::string origin{};  // for messages
-    std::string wire{};
+    std::string origin{};       // for messages
+    std::vector<Bytes> wire{};  // the request in pieces (a large body is one, never copied)
     std::unique_ptr<http::ResponseParser> parser{};
     Then then{};
     Reply reply{};
@@ -963,17 +967,28 @@ class E2bMachine final : public Machine, public Extensions {
 
   ConnId send(OpId op, Origin origin, http::Request req, Then then, int attempt = 0) {
     const ConnId id = next_conn_++;
-    auto wire = http::write_request(req, origin.host);
+    auto head = http::write_request_head(req, origin.host, req.body.size());
     Conn c;
     c.op = op;
     c.origin = (origin.endpoint.tls ? "https://" : "http://") + origin.host;
     c.parser = std::make_unique<http::ResponseParser>();
     c.then = std::move(then);
     c.attempt = attempt;
-    if (wire) c.wire = std::move(wire).value();
+    // A request is kept to be sent again after a 429, unless its body is large (a file):
+    // that body goes to the link as it is, and a 429 on it is reported (RateLimited).
+    const bool keep = req.body.size() <= kRetryBodyLimit;
+    if (head) {
+      c.wire.push_back(std::move(head).value());
+      if (keep && !req.body.empty()) {
+        c.wire.push_back(req.body);
+      } else if (!req.body.empty()) {
+        c.wire.push_back(std::move(req.body));
+      }
+    }
+    if (!keep) c.attempt = kMaxRetries;
     const Endpoint endpoint = origin.endpoint;
     c.retry_origin = std::move(origin);
-    c.retry_request = std::move(req);
+    if (keep) c.retry_request = std::move(req);
     conns_.emplace(id, std::move(c));
     push_request(request::Open{id, endpoint});
     return id;

@@ -309,6 +309,13 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // TLS: the next ciphertext once what was queued has gone (the channel encrypts queued
+  // plaintext a slice at a time as the socket drains).
+  static void refill(Conn& c) {
+    if (!c.tls || !c.out.empty()) return;
+    if (auto cipher = c.tls->take_cipher(); !cipher.empty()) c.out.push_back(std::move(cipher));
+  }
+
   void perform(Request request) {
     std::visit(
         [&](auto&& r) {
@@ -319,8 +326,8 @@ class Session : public std::enable_shared_from_this<Session> {
             auto it = conns_.find(r.conn);
             if (it == conns_.end()) return;
             if (it->second.tls) {
-              it->second.tls->write(r.data);
-              it->second.out.push_back(it->second.tls->take_cipher());
+              it->second.tls->write(std::move(r.data));
+              refill(it->second);
             } else {
               it->second.out.push_back(std::move(r.data));
             }
@@ -330,7 +337,7 @@ class Session : public std::enable_shared_from_this<Session> {
             if (it == conns_.end()) return;
             if (it->second.tls) {
               it->second.tls->close_notify();
-              it->second.out.push_back(it->second.tls->take_cipher());
+              refill(it->second);
             }
             it->second.half_close = true;
             write(r.conn);
@@ -485,8 +492,9 @@ class Session : public std::enable_shared_from_this<Session> {
     auto it = conns_.find(id);
     if (it == conns_.end() || it->second.writing || !it->second.socket) return;
     Conn& c = it->second;
+    refill(c);
     if (c.out.empty()) {
-      if (c.half_close) {
+      if (c.half_close && !(c.tls && c.tls->has_queued_plain())) {
         std::error_code ignored;
         c.socket->shutdown(asio::socket_base::shutdown_send, ignored);
         c.half_close = false;

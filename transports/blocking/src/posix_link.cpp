@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -59,6 +60,12 @@ class PosixLink final : public Link {
     void queue(std::string bytes) {
       if (!bytes.empty()) out.push_back(std::move(bytes));
     }
+    /// TLS: the next ciphertext, once what was queued has gone (plaintext is encrypted a
+    /// slice at a time as the socket drains).
+    void refill() {
+      if (tls && out.empty()) queue(tls->take_cipher());
+    }
+    [[nodiscard]] bool drained() const { return out.empty() && !(tls && tls->has_queued_plain()); }
   };
   void deliver(Machine& machine, ConnId id, Conn& c, std::string_view data);
   void open(Machine& machine, ConnId id, const Endpoint& endpoint);
@@ -79,8 +86,8 @@ void PosixLink::perform(Machine& machine, Request request) {
           auto it = conns_.find(r.conn);
           if (it == conns_.end()) return;
           if (it->second.tls) {
-            it->second.tls->write(r.data);
-            it->second.queue(it->second.tls->take_cipher());
+            it->second.tls->write(std::move(r.data));
+            it->second.refill();
           } else {
             it->second.queue(std::move(r.data));
           }
@@ -89,7 +96,7 @@ void PosixLink::perform(Machine& machine, Request request) {
           if (it == conns_.end()) return;
           if (it->second.tls) {
             it->second.tls->close_notify();
-            it->second.queue(it->second.tls->take_cipher());
+            it->second.refill();
           }
           it->second.half_close = true;
         } else if constexpr (std::is_same_v<R, request::Close>) {
@@ -219,7 +226,8 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
   std::vector<ConnId> ids;
   for (auto& [id, c] : conns_) {
     short events = 0;
-    if (c.connecting || !c.out.empty() || (c.half_close && c.out.empty())) events |= POLLOUT;
+    c.refill();  // the handshake may have finished since the plaintext came
+    if (c.connecting || !c.out.empty() || (c.half_close && c.drained())) events |= POLLOUT;
     if (!c.connecting && !c.eof && c.in.empty()) events |= POLLIN;
     if (events == 0) continue;
     fds.push_back(pollfd{c.fd, events, 0});
@@ -269,8 +277,9 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
         c.out.pop_front();
         c.sent = 0;
       }
+      c.refill();
     }
-    if (c.half_close && c.out.empty()) {
+    if (c.half_close && c.drained()) {
       ::shutdown(c.fd, SHUT_WR);
       c.half_close = false;
     }

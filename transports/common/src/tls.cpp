@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace sandboxio {
@@ -133,18 +134,6 @@ Result<void> TlsChannel::drive() {
     }
   }
   if (!established_) return {};
-  while (!pending_.empty()) {
-    const int n = SSL_write(st.ssl, pending_.data(), static_cast<int>(pending_.size()));
-    if (n <= 0) {
-      st.error = tls_problem("TLS write failed: " + openssl_errors());
-      return *st.error;
-    }
-    pending_.erase(0, static_cast<std::size_t>(n));
-  }
-  if (close_requested_ && !closed_) {
-    closed_ = true;
-    (void)SSL_shutdown(st.ssl);
-  }
   char buf[16 * 1024];
   while (!peer_closed_) {
     const int n = SSL_read(st.ssl, buf, sizeof buf);
@@ -175,17 +164,44 @@ Result<void> TlsChannel::feed(std::string_view cipher) {
   return drive();
 }
 
-void TlsChannel::write(std::string_view plain) {
-  pending_.append(plain);
-  (void)drive();
+void TlsChannel::write(std::string plain) {
+  if (!plain.empty()) pending_.push_back(std::move(plain));
 }
 
 void TlsChannel::close_notify() {
   close_requested_ = true;
-  (void)drive();
+}
+
+// Encrypts the next slice of queued plaintext (then close_notify, once all of it is through).
+void TlsChannel::encrypt_slice() {
+  State& st = *state_;
+  if (st.error || !established_) return;
+  constexpr std::size_t kSlice = 256 * 1024;
+  std::size_t budget = kSlice;
+  ERR_clear_error();
+  while (!pending_.empty() && budget > 0) {
+    const std::string& front = pending_.front();
+    const std::size_t n = std::min(budget, front.size() - pending_done_);
+    const int w = SSL_write(st.ssl, front.data() + pending_done_, static_cast<int>(n));
+    if (w <= 0) {
+      st.error = tls_problem("TLS write failed: " + openssl_errors());
+      return;
+    }
+    pending_done_ += static_cast<std::size_t>(w);
+    budget -= static_cast<std::size_t>(w);
+    if (pending_done_ == front.size()) {
+      pending_.pop_front();
+      pending_done_ = 0;
+    }
+  }
+  if (pending_.empty() && close_requested_ && !closed_) {
+    closed_ = true;
+    (void)SSL_shutdown(st.ssl);
+  }
 }
 
 std::string TlsChannel::take_cipher() {
+  encrypt_slice();
   std::string out;
   const std::size_t n = BIO_ctrl_pending(state_->wbio);
   if (n == 0) return out;

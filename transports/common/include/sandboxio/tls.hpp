@@ -14,6 +14,7 @@
 // A client certificate is presented when Endpoint::cert_file and key_file are set.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,12 +40,19 @@ class TlsChannel {
   /// Ciphertext read from the socket. A handshake or record failure is SBX_E1805 with the
   /// reason (certificate verification errors name the check that failed). Sticky.
   [[nodiscard]] Result<void> feed(std::string_view cipher);
-  /// Plaintext to send; queued until the handshake is done.
-  void write(std::string_view plain);
+  /// Plaintext to send, queued as it is (not copied): it is encrypted a slice at a time by
+  /// take_cipher(), once the handshake is done, so a large body is never held twice.
+  void write(std::string plain);
   /// Sends close_notify (after the queued plaintext): the TLS form of a half-close.
   void close_notify();
-  /// Ciphertext waiting to be written to the socket.
+  /// Ciphertext waiting to be written to the socket: handshake records, and the next slice
+  /// (about 256 KiB) of queued plaintext. Call again as the socket drains while
+  /// has_queued_plain() holds.
   [[nodiscard]] std::string take_cipher();
+  /// Queued plaintext (or a close_notify) that take_cipher() has not encrypted yet.
+  [[nodiscard]] bool has_queued_plain() const noexcept {
+    return !pending_.empty() || (close_requested_ && !closed_);
+  }
   /// Plaintext received.
   [[nodiscard]] std::string take_plain();
   [[nodiscard]] bool established() const noexcept { return established_; }
@@ -56,8 +64,10 @@ class TlsChannel {
  private:
   explicit TlsChannel(std::unique_ptr<State> state);
   Result<void> drive();
+  void encrypt_slice();
   std::unique_ptr<State> state_;
-  std::string pending_;  // plaintext written before the handshake finished
+  std::deque<std::string> pending_;  // plaintext not encrypted yet, the first from pending_done_
+  std::size_t pending_done_ = 0;
   std::string plain_;
   bool established_ = false;
   bool peer_closed_ = false;
