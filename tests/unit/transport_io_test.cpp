@@ -163,10 +163,13 @@ TEST(TransportIo, SimulatedDropIsConnectionLost) {
   }
 }
 
-// A real Unix socket server answering one "ping" per connection.
+// A real Unix socket server answering one "ping" per connection. With `reset`, it reads only
+// "ping" of "ping\n", answers "po" and closes with the "\n" unread: the kernel resets the
+// connection (the client reads ECONNRESET), as a peer that crashes mid-reply does.
 class UnixServer {
  public:
-  UnixServer() : path_("/tmp/sbx-echo-" + std::to_string(::getpid()) + ".sock") {
+  explicit UnixServer(bool reset = false)
+      : path_("/tmp/sbx-echo-" + std::to_string(::getpid()) + ".sock") {
     ::unlink(path_.c_str());
     fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un addr{};
@@ -174,12 +177,22 @@ class UnixServer {
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     EXPECT_EQ(::listen(fd_, 4), 0);
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, reset] {
       for (int i = 0; i < 2; ++i) {
         const int c = ::accept(fd_, nullptr, nullptr);
         if (c < 0) return;
         char buf[16];
         std::string got;
+        if (reset) {
+          while (got.size() < 4) {
+            const ssize_t n = ::read(c, buf, 4 - got.size());
+            if (n <= 0) break;
+            got.append(buf, static_cast<std::size_t>(n));
+          }
+          (void)!::write(c, "po", 2);
+          ::close(c);
+          continue;
+        }
         while (got.size() < 5) {
           const ssize_t n = ::read(c, buf, sizeof buf);
           if (n <= 0) break;
@@ -221,6 +234,25 @@ TEST(TransportIo, PosixAndAsioOverARealUnixSocket) {
   }
   work.reset();
   runner.join();
+}
+
+TEST(TransportIo, PosixAndAsioTellAResetFromAnEnd) {
+  // A reset is handle_connect_failed (ConnectionLost, "reset"), never handle_eof: a reply cut
+  // by a reset must not pass for a complete one.
+  UnixServer server(/*reset=*/true);
+  try {
+    (void)sync::Sandbox::create(server.dsn());
+    FAIL() << "a reset connection gave a sandbox";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::ConnectionLost);
+    EXPECT_NE(std::string(e.what()).find("reset"), std::string::npos) << e.what();
+  }
+  asio::io_context io;
+  std::error_code got;
+  async::Sandbox::async_create(io.get_executor(), server.dsn(), {},
+                               [&](std::error_code ec, async::Sandbox) { got = ec; });
+  io.run();
+  EXPECT_EQ(got, errc::ConnectionLost);
 }
 
 TEST(TransportIo, PosixAndAsioReportARefusedConnection) {
