@@ -8,7 +8,7 @@
 //   {"op":"stdout","container":ID,"bytes":B}    -> {"ms":N,"bytes":B}
 //   {"op":"file","container":ID,"bytes":B}      -> {"write_ms":N,"read_ms":N}
 import Docker from 'dockerode';
-import { createInterface } from 'node:readline';
+import { serve } from './peer_loop.mjs';
 import { Writable } from 'node:stream';
 
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
@@ -122,14 +122,4 @@ if (process.argv[2] === '--concurrent') {
   process.exit(ok === n ? 0 : 1);
 }
 
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) {
-  let answer;
-  try {
-    const cmd = JSON.parse(line);
-    answer = await ops[cmd.op](cmd);
-  } catch (e) {
-    answer = { error: String(e?.message ?? e) };
-  }
-  process.stdout.write(JSON.stringify(answer) + '\n');
-}
+await serve(ops);

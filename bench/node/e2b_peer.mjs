@@ -9,7 +9,7 @@
 //   {"op":"file","bytes":B}                -> {"write_ms":N,"read_ms":N}
 //   {"op":"close"}                         -> {}
 import { createRequire } from 'node:module';
-import { createInterface } from 'node:readline';
+import { serve } from './peer_loop.mjs';
 
 const require = createRequire(new URL('../../tests/e2b/package.json', import.meta.url));
 const { Sandbox } = require('e2b');
@@ -56,14 +56,4 @@ const ops = {
   },
 };
 
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) {
-  let answer;
-  try {
-    const cmd = JSON.parse(line);
-    answer = await ops[cmd.op](cmd);
-  } catch (e) {
-    answer = { error: String(e?.message ?? e) };
-  }
-  process.stdout.write(JSON.stringify(answer) + '\n');
-}
+await serve(ops);
