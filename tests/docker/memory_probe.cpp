@@ -3,6 +3,7 @@
 // process's peak resident memory (VmHWM). Exits 1 when the peak passes BOUND MiB or the bytes
 // do not all arrive.
 //   sandboxio_memory_probe DSN BYTES RATE SLOW BOUND
+//   sandboxio_memory_probe --repeat DSN N SLACK_KIB   (no growth over N runs and N/10 sessions)
 // CI runs 1 GiB with a 1 MB/s reader for the first 20 s; the full 1 GiB at 1 MB/s (17 min) is
 // the same command with SLOW=1100.
 #include <chrono>
@@ -27,7 +28,45 @@ long peak_rss_kib() {
 
 }  // namespace
 
+long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// No growth over a long session and over repeated sessions: N runs on one sandbox, then N/10
+// sandboxes made and torn down, resident memory read after a warm-up and at the end of each.
+int repeat(const std::string& dsn, int n, long slack_kib) {
+  auto sb = sandboxio::sync::Sandbox::create(dsn);
+  for (int i = 0; i < n / 10; ++i)
+    (void)sb.run({"true"});
+  const long warm = rss_kib();
+  for (int i = 0; i < n; ++i) {
+    if (!sb.run({"sh", "-c", "echo $0", std::to_string(i)}).ok()) return 1;
+  }
+  const long after_runs = rss_kib();
+  for (int i = 0; i < n / 10; ++i) {
+    auto fresh = sandboxio::sync::Sandbox::create(dsn);
+    (void)fresh.run({"true"});
+  }
+  const long after_sessions = rss_kib();
+  std::printf(
+      "{\"runs\": %d, \"sessions\": %d, \"rss_kib_warm\": %ld, \"rss_kib_after_runs\": %ld, "
+      "\"rss_kib_after_sessions\": %ld, \"slack_kib\": %ld}\n",
+      n, n / 10, warm, after_runs, after_sessions, slack_kib);
+  if (after_runs - warm > slack_kib || after_sessions - warm > slack_kib) {
+    std::fprintf(stderr, "resident memory grew by more than %ld KiB\n", slack_kib);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--repeat")
+    return repeat(argv[2], std::atoi(argv[3]), std::atol(argv[4]));
   if (argc != 6) {
     std::fprintf(stderr, "usage: %s DSN BYTES RATE SLOW_SECONDS BOUND_MIB\n", argv[0]);
     return 2;
