@@ -179,7 +179,8 @@ plot {", ".join(plots)}
         self.w()
         self.w("```sh")
         self.w("scripts/bench-report            # the full suite, then this page (about 15 minutes)")
-        self.w("scripts/bench-report --short    # every benchmark briefly (what CI runs); no page")
+        self.w("scripts/bench-report --short    # every benchmark briefly (what CI runs), "
+               "the page into build/bench-short/")
         self.w("```")
         self.w()
         self.w("The pieces run on their own too: `build/default/bench/sandboxio_bench_engine`, "
@@ -237,6 +238,10 @@ plot {", ".join(plots)}
              "file read MiB/s"],
             [[k, fmt(lat.get(k), 2), fmt(first.get(k)), fmt(out.get(k)), fmt(fw.get(k)),
               fmt(fr.get(k))] for k in peers])
+        profile = self.steps_profile(s.get("raw_run_steps_ms", {}), lat)
+        if profile:
+            self.w("Where the time of a run goes." + profile)
+            self.w()
         self.image(self.cdf_chart("docker-latency", "docker:// run(true) latency",
                                   "milliseconds", {k: s["latency_ms"][k] for k in peers}),
                    "run latency distribution per peer")
@@ -254,7 +259,10 @@ plot {", ".join(plots)}
             self.w()
             self.w("Each sandbox is created, runs `echo ready` and is removed; every mode runs "
                    "in a fresh process of its own so that its peak resident memory (VmHWM, "
-                   "maxRSS) is its own.")
+                   "maxRSS) is its own. The wall time is the daemon's (it starts the "
+                   "containers); the memory is the client's. The docker CLI has no row: a "
+                   "hundred CLI processes measure process starts, and their memory is spread "
+                   "over a hundred processes.")
             self.w()
             self.table(["mode", "wall s (median)", "peak memory MiB (median)", "runs"],
                        [[k, fmt(median(cw[k]) / 1000, 2), fmt(median(cm.get(k, [])), 1),
@@ -267,9 +275,9 @@ plot {", ".join(plots)}
                                       f"{p['concurrent']} sandboxes at once: peak memory (median)",
                                       "MiB", [(k, median(v)) for k, v in cm.items()]),
                        "concurrent peak memory")
-        self.explain_misses(lat, out, ratio)
+        self.explain_misses(lat, out, ratio, s.get("raw_run_steps_ms", {}))
 
-    def explain_misses(self, lat, out, ratio):
+    def explain_misses(self, lat, out, ratio, steps):
         """What the numbers of this run say about each target that was missed."""
         notes = []
         cli = ratio(lat, "docker CLI")
@@ -282,7 +290,9 @@ plot {", ".join(plots)}
                 f"{fmt(raw_vs_cli, 3)} of the CLI here: a run is three round trips that dockerd "
                 "takes tens of milliseconds to serve (runc starts the process), and the CLI's own "
                 "overhead (a process start, a version ping) is small next to that. The target "
-                "is below the daemon's floor on this engine; the raw row is the proof.")
+                "is below the daemon's floor on this engine; the raw row is the proof."
+                + self.steps_profile(steps, lat))
+
         rawr = ratio(lat, "raw socket")
         if rawr is not None and rawr > 1.1:
             notes.append(
@@ -306,6 +316,20 @@ plot {", ".join(plots)}
             for n in notes:
                 self.w(f"- {n}")
             self.w()
+
+    @staticmethod
+    def steps_profile(steps, lat):
+        """Where the raw client's run goes, request by request (medians)."""
+        if not steps:
+            return ""
+        order = sorted(steps, key=lambda n: ("create" not in n, "inspect" in n))
+        parts = ", ".join(f"{name} {median(steps[name]):.1f} ms" for name in order)
+        text = f" The raw client's run, request by request (medians): {parts}."
+        if lat.get("docker CLI") and lat.get("raw socket") and lat.get("sandboxio"):
+            text += (f" The docker CLI's median is {lat['docker CLI'] - lat['raw socket']:+.1f} ms "
+                     f"from the raw client's, sandboxio's "
+                     f"{lat['sandboxio'] - lat['raw socket']:+.1f} ms.")
+        return text
 
     def e2b_section(self, doc):
         p = doc["params"]
@@ -357,8 +381,8 @@ plot {", ".join(plots)}
         demux = [bps for name, (ns, bps) in m.items() if name.startswith("BM_DockerDemux") and bps]
         if demux and memcpy:
             ratio = min(demux) / memcpy
-            self.w(f"Docker stream demultiplexing against memcpy: **{ratio:.3f}** "
-                   f"({verdict(ratio, 0.5, True)}).")
+            self.w(f"Docker stream demultiplexing against memcpy (the smaller frames): "
+                   f"**{ratio:.3f}**, {verdict(ratio, 0.5, True)}.")
             self.w()
         fake = m.get("BM_FakeRunOverhead")
         if fake:

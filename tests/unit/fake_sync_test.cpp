@@ -54,6 +54,14 @@ TEST_F(FakeSync, AnOperatorWhereAWordMustBeIsASyntaxError) {
   }
 }
 
+TEST_F(FakeSync, PrintfReusesItsFormatOnlyWhileItTakesArguments) {
+  // Found by fuzzing: a format without conversions and extra arguments looped forever.
+  auto sb = create();
+  EXPECT_EQ(sh(sb, "printf x y z").stdout_bytes, "x");
+  EXPECT_EQ(sh(sb, "printf '%s-' a b c").stdout_bytes, "a-b-c-");
+  EXPECT_EQ(sh(sb, "printf '%d,%s;' 1 a 2").stdout_bytes, "1,a;2,;");
+}
+
 TEST_F(FakeSync, StreamsAreKeptApartAndBinarySafe) {
   auto sb = create();
   const auto r = sh(sb, "echo o1; echo e1 >&2; echo o2; echo e2 1>&2; printf 'x\\0y'");

@@ -632,7 +632,11 @@ class Interp {
       if (argv.size() < 2) return fail(err, "printf: usage: printf format [arguments]\n", 2);
       std::size_t next = 2;
       std::string result;
+      // The format is used again while arguments remain, as long as it takes some: one that
+      // takes none is printed once (it looped forever on `printf x y`; found by fuzzing).
+      std::size_t before = 0;
       do {
+        before = next;
         const std::string& fmt = argv[1];
         for (std::size_t i = 0; i < fmt.size(); ++i) {
           if (fmt[i] == '%' && i + 1 < fmt.size()) {
@@ -668,7 +672,7 @@ class Interp {
             result.push_back(fmt[i]);
           }
         }
-      } while (next < argv.size());
+      } while (next < argv.size() && next > before);
       emit(result);
       return 0;
     }
