@@ -14,7 +14,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   using namespace sandboxio;
   if (size < 1) return 0;
-  auto made = fake::make_machine(parse_dsn("fake://").value());
+  // A world of its own per input: the default world lives as long as the process and keeps
+  // the sandboxes nobody killed (they may be reattached), as a long-lived program's would.
+  const auto world = fake::World::create();
+  auto made = fake::make_machine(parse_dsn(world->dsn()).value());
   if (!made) return 0;
   Machine& m = *made.value();
   Instant now{0};

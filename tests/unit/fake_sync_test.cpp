@@ -318,6 +318,30 @@ TEST_F(FakeSync, ReattachByIdSeesTheSameSandbox) {
   }
 }
 
+TEST_F(FakeSync, AWorldForgetsWhatWasKilledSoItStaysSmall) {
+  // Found by fuzzing: a world kept every sandbox and call it ever saw, so a long-lived process
+  // (an MCP server on fake://) grew without bound. A killed sandbox is forgotten; its id still
+  // answers SandboxGone for the newest 4096.
+  std::string first, last;
+  for (int i = 0; i < 4200; ++i) {
+    auto sb = create();
+    (void)sb.run({"true"});
+    if (i == 0) first = sb.id();
+    last = sb.id();
+  }  // each handle's end kills its sandbox
+  EXPECT_TRUE(world->live_sandboxes().empty());
+  auto code_of = [&](const std::string& id) -> std::error_code {
+    try {
+      (void)Sandbox::connect(world->dsn(), id);
+      return {};
+    } catch (const sandboxio::Error& e) {
+      return e.code();
+    }
+  };
+  EXPECT_EQ(code_of(last), errc::SandboxGone);
+  EXPECT_EQ(code_of(first), errc::SandboxNotFound);
+}
+
 TEST_F(FakeSync, KillThenUseIsSandboxGone) {
   auto sb = create();
   sb.kill();

@@ -94,6 +94,11 @@ class FakeMachine final : public Machine {
       std::lock_guard lock(impl.mu);
       auto it = impl.sandboxes.find(sandbox_id);
       if (it != impl.sandboxes.end()) sb = it->second;
+      if (!sb && impl.was_gone(sandbox_id)) {
+        return fail(
+            id, Problem{errc::SandboxGone, "fake sandbox " + sandbox_id + " no longer exists", {}},
+            now);
+      }
     }
     if (!sb) {
       return fail(
@@ -332,6 +337,7 @@ class FakeMachine final : public Machine {
       end_sandbox(now, Termination::SandboxGone);
     } else {
       sb->gone = true;  // its own machine sees it gone at its next step
+      retire(*sb);
     }
     complete(id, std::monostate{}, now);
     return id;
@@ -558,7 +564,10 @@ class FakeMachine final : public Machine {
 
   bool gone(Instant now) {
     if (!sandbox_) return false;
-    if (!sandbox_->gone && now >= sandbox_->expires_at) sandbox_->gone = true;
+    if (!sandbox_->gone && now >= sandbox_->expires_at) {
+      sandbox_->gone = true;
+      retire(*sandbox_);
+    }
     sandbox_->observed = std::max(sandbox_->observed, now);
     return sandbox_->gone;
   }
@@ -586,7 +595,7 @@ class FakeMachine final : public Machine {
   void record_call(Call call) {
     auto& impl = world_->impl();
     std::lock_guard lock(impl.mu);
-    impl.calls.push_back(std::move(call));
+    impl.record(std::move(call));
   }
 
   const Response* code_rule(const std::string& code) {
@@ -705,9 +714,17 @@ class FakeMachine final : public Machine {
     });
   }
 
+  // The world forgets a sandbox once it is gone (its id stays known for a while).
+  void retire(const FakeSandbox& sb) {
+    auto& impl = world_->impl();
+    std::lock_guard lock(impl.mu);
+    impl.retire(sb.id);
+  }
+
   void end_sandbox(Instant now, Termination why) {
     if (!sandbox_) return;
     sandbox_->gone = true;
+    retire(*sandbox_);
     sandbox_->expires_at = std::min(sandbox_->expires_at, now);
     std::vector<OpId> running;
     for (auto& [id, op] : ops_) {

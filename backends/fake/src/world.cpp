@@ -84,7 +84,7 @@ void World::on_code(std::string needle, Response response) {
 
 std::vector<Call> World::calls() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->calls;
+  return {impl_->calls.begin(), impl_->calls.end()};
 }
 
 std::vector<std::string> World::live_sandboxes() const {

@@ -1,6 +1,8 @@
 // The shared state of a fake World. Private to backends/fake.
 #pragma once
 
+#include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,9 +53,29 @@ struct World::Impl {
   };
   std::vector<Rule> rules;
   std::vector<std::pair<std::string, Response>> code_rules;
-  std::vector<Call> calls;
-  std::map<std::string, std::shared_ptr<FakeSandbox>> sandboxes;
+  std::deque<Call> calls;                                         // the newest kMaxCalls
+  std::map<std::string, std::shared_ptr<FakeSandbox>> sandboxes;  // those not gone
+  std::deque<std::string> gone;  // ids of the newest kMaxGone gone ones (connect: SandboxGone)
   std::uint64_t next_sandbox = 1;
+
+  // A world lives as long as the process that made it (the default one always does): what it
+  // keeps is bounded, whatever that process creates and kills.
+  static constexpr std::size_t kMaxCalls = 100000;
+  static constexpr std::size_t kMaxGone = 4096;
+
+  /// Forgets a sandbox that is gone (its machines keep their own reference); call under mu.
+  void retire(const std::string& id) {
+    if (sandboxes.erase(id) == 0) return;
+    gone.push_back(id);
+    if (gone.size() > kMaxGone) gone.pop_front();
+  }
+  [[nodiscard]] bool was_gone(const std::string& id) const {
+    return std::find(gone.begin(), gone.end(), id) != gone.end();
+  }
+  void record(Call call) {
+    calls.push_back(std::move(call));
+    if (calls.size() > kMaxCalls) calls.pop_front();
+  }
 };
 
 }  // namespace sandboxio::fake
