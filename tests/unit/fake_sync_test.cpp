@@ -62,6 +62,15 @@ TEST_F(FakeSync, PrintfReusesItsFormatOnlyWhileItTakesArguments) {
   EXPECT_EQ(sh(sb, "printf '%d,%s;' 1 a 2").stdout_bytes, "1,a;2,;");
 }
 
+TEST_F(FakeSync, PythonIntegersThatOverflowSaySo) {
+  // Found by fuzzing: 64-bit overflow in the mini-Python was undefined behaviour.
+  auto sb = create();
+  const auto r = sb.run({"python3", "-c", "print(888889888888888888 * 88881)"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.stderr_bytes.find("OverflowError"), std::string::npos) << r.stderr_bytes;
+  EXPECT_EQ(sb.run({"python3", "-c", "print(6 * 7 - 2)"}).stdout_bytes, "40\n");
+}
+
 TEST_F(FakeSync, StreamsAreKeptApartAndBinarySafe) {
   auto sb = create();
   const auto r = sh(sb, "echo o1; echo e1 >&2; echo o2; echo e2 1>&2; printf 'x\\0y'");

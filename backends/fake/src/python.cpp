@@ -3,6 +3,7 @@
 // network calls so that the NetworkPolicy is honoured. Anything else fails like Python would,
 // with a traceback on stderr and exit code 1; script richer behaviour with World::on_code().
 #include <charconv>
+#include <limits>
 #include <variant>
 
 #include "shell.hpp"
@@ -83,22 +84,38 @@ class Parser {
       return {};
     }
     const std::int64_t x = std::get<std::int64_t>(a), y = std::get<std::int64_t>(b);
+    // The fake's integers are 64-bit: past that it says so (signed overflow was undefined
+    // behaviour here; found by fuzzing).
+    std::int64_t r = 0;
+    bool overflow = false;
     switch (op) {
       case '+':
-        return x + y;
+        overflow = __builtin_add_overflow(x, y, &r);
+        break;
       case '-':
-        return x - y;
+        overflow = __builtin_sub_overflow(x, y, &r);
+        break;
       case '*':
-        return x * y;
+        overflow = __builtin_mul_overflow(x, y, &r);
+        break;
       case '%':
       case '/':
         if (y == 0) {
           if (!error) error = PyError{"ZeroDivisionError", "integer division or modulo by zero"};
           return {};
         }
-        return op == '/' ? x / y : x % y;
+        overflow = x == std::numeric_limits<std::int64_t>::min() && y == -1;
+        if (!overflow) r = op == '/' ? x / y : x % y;
+        break;
+      default:
+        return {};
     }
-    return {};
+    if (overflow) {
+      if (!error)
+        error = PyError{"OverflowError", "integer result too large for fake://'s 64-bit ints"};
+      return {};
+    }
+    return r;
   }
   Value term() {
     Value v = factor();
