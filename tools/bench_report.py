@@ -91,7 +91,8 @@ set style fill solid 0.6 border -1
 set boxwidth 0.6
 set yrange [0:*]
 set grid ytics
-set xtics noenhanced
+set xtics noenhanced rotate by -20
+set bmargin 5
 unset key
 plot "{data}" using 0:2:xtic(1) with boxes lc rgb "#3b6ea8", \\
      "" using 0:2:(sprintf("%.1f", $2)) with labels offset 0,0.8
