@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "sandboxio/sync.hpp"
+
 namespace sandboxio::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -129,6 +131,46 @@ class NodePeer {
 
 /// Samples per scenario and peer: {"latency_ms": {"sandboxio": [...], "docker CLI": [...]}}.
 using Samples = std::map<std::string, std::map<std::string, std::vector<double>>>;
+
+/// One file round trip of `mib` MiB (write then read, in milliseconds), as MiB/s samples.
+inline void add_file_sample(Samples& samples, const std::string& peer, double mib, double write_ms,
+                            double read_ms) {
+  samples["file_write_mib_s"][peer].push_back(mib / (write_ms / 1000.0));
+  samples["file_read_mib_s"][peer].push_back(mib / (read_ms / 1000.0));
+}
+
+/// A Node peer's answer to {"op":"file",...}: {write ms, read ms}, or nullopt.
+inline std::optional<std::pair<double, double>> file_times_in(const std::string& line) {
+  auto w = number_in(line, "write_ms");
+  auto r = number_in(line, "read_ms");
+  if (!w || !r) return std::nullopt;
+  return std::pair{*w, *r};
+}
+
+/// sandboxio's side of the file scenario: `content` written to /tmp/bench.bin, then read
+/// back; {write ms, read ms}.
+inline std::pair<double, double> sandboxio_file(sandboxio::sync::Sandbox& sb,
+                                                const std::string& content) {
+  auto t = Clock::now();
+  sb.write_file("/tmp/bench.bin", content);
+  const double write_ms = ms_since(t);
+  t = Clock::now();
+  if (sb.read_file("/tmp/bench.bin").size() != content.size())
+    std::cerr << "sandboxio: short file read\n";
+  return {write_ms, ms_since(t)};
+}
+
+/// sandboxio's side of the first-output scenario: a sandbox created from nothing, `echo
+/// ready` streamed, milliseconds to its first chunk (the removal after is not timed).
+inline double sandboxio_first_output(const std::string& dsn) {
+  const auto t = Clock::now();
+  auto fresh = sandboxio::sync::Sandbox::create(dsn);
+  auto p = fresh.stream({"echo", "ready"});
+  (void)p.next();
+  const double ms = ms_since(t);
+  (void)p.wait();
+  return ms;
+}
 
 /// Writes {"params": {...}, "versions": {...}, "samples": {...}}; `params` values are JSON.
 inline void write_json(const std::string& path, const std::map<std::string, std::string>& params,

@@ -393,14 +393,9 @@ int main(int argc, char** argv) {
 
   std::cerr << "first output: " << o.runs << " runs\n";
   for (int r = 0; want("first_output") && r < o.runs; ++r) {
-    {
-      const auto t = Clock::now();
-      auto fresh = sandboxio::sync::Sandbox::create("docker://" + o.image);
-      auto p = fresh.stream({"echo", "ready"});
-      (void)p.next();
-      samples["first_output_ms"]["sandboxio"].push_back(ms_since(t));
-      (void)p.wait();
-    }  // removal not timed (the others remove after their clock stops too)
+    // Removal is not timed (the others remove after their clock stops too).
+    samples["first_output_ms"]["sandboxio"].push_back(
+        sandboxio_first_output("docker://" + o.image));
     const auto t = Clock::now();
     const std::string cid =
         shell_output("docker run -d --rm --network none --label io.sandboxio.bench=cli " + o.image +
@@ -446,18 +441,12 @@ int main(int argc, char** argv) {
   const std::string local = "/tmp/sandboxio-bench-" + std::to_string(::getpid());
   { std::ofstream(local + ".in", std::ios::binary) << content; }
   auto add_file = [&](const std::string& peer, double write_ms, double read_ms) {
-    samples["file_write_mib_s"][peer].push_back(fmib / (write_ms / 1000.0));
-    samples["file_read_mib_s"][peer].push_back(fmib / (read_ms / 1000.0));
+    add_file_sample(samples, peer, fmib, write_ms, read_ms);
   };
   for (int r = 0; want("file") && r < o.runs; ++r) {
+    const auto [w, rd] = sandboxio_file(sb, content);
+    add_file("sandboxio", w, rd);
     auto t = Clock::now();
-    sb.write_file("/tmp/bench.bin", content);
-    const double w = ms_since(t);
-    t = Clock::now();
-    if (sb.read_file("/tmp/bench.bin").size() != content.size())
-      std::cerr << "sandboxio: short file read\n";
-    add_file("sandboxio", w, ms_since(t));
-    t = Clock::now();
     (void)run_shell("docker cp " + local + ".in " + id + ":/tmp/bench.bin");
     const double cw = ms_since(t);
     t = Clock::now();
@@ -466,11 +455,10 @@ int main(int argc, char** argv) {
     const auto [rw, rr] = raw_file(id, content);
     add_file("raw socket", rw, rr);
     if (node) {
-      const std::string line = node->call(R"({"op":"file","container":")" + id +
-                                          "\",\"bytes\":" + std::to_string(content.size()) + "}");
-      auto nw = number_in(line, "write_ms");
-      auto nr = number_in(line, "read_ms");
-      if (nw && nr) add_file("dockerode", *nw, *nr);
+      if (auto times =
+              file_times_in(node->call(R"({"op":"file","container":")" + id +
+                                       "\",\"bytes\":" + std::to_string(content.size()) + "}")))
+        add_file("dockerode", times->first, times->second);
     }
   }
   ::unlink((local + ".in").c_str());

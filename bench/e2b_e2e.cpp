@@ -98,14 +98,7 @@ int main(int argc, char** argv) {
 
   std::cerr << "first output: " << o.runs << " runs\n";
   for (int r = 0; r < o.runs; ++r) {
-    {
-      const auto t = Clock::now();
-      auto fresh = sandboxio::sync::Sandbox::create(dsn);
-      auto p = fresh.stream({"echo", "ready"});
-      (void)p.next();
-      samples["first_output_ms"]["sandboxio"].push_back(ms_since(t));
-      (void)p.wait();
-    }
+    samples["first_output_ms"]["sandboxio"].push_back(sandboxio_first_output(dsn));
     if (auto ms = node_number(R"({"op":"first_output","template":")" + o.tmpl + "\"}", "ms"))
       samples["first_output_ms"]["E2B JS SDK"].push_back(*ms);
   }
@@ -114,24 +107,12 @@ int main(int argc, char** argv) {
   const std::string content(o.file_mib << 20, 'f');
   const double mib = static_cast<double>(o.file_mib);
   for (int r = 0; r < o.runs; ++r) {
-    auto t = Clock::now();
-    sb.write_file("/tmp/bench.bin", content);
-    const double w = ms_since(t);
-    t = Clock::now();
-    if (sb.read_file("/tmp/bench.bin").size() != content.size())
-      std::cerr << "sandboxio: short file read\n";
-    samples["file_write_mib_s"]["sandboxio"].push_back(mib / (w / 1000.0));
-    samples["file_read_mib_s"]["sandboxio"].push_back(mib / (ms_since(t) / 1000.0));
-    if (node) {
-      const std::string line =
-          node->call(R"({"op":"file","bytes":)" + std::to_string(content.size()) + "}");
-      auto nw = number_in(line, "write_ms");
-      auto nr = number_in(line, "read_ms");
-      if (nw && nr) {
-        samples["file_write_mib_s"]["E2B JS SDK"].push_back(mib / (*nw / 1000.0));
-        samples["file_read_mib_s"]["E2B JS SDK"].push_back(mib / (*nr / 1000.0));
-      }
-    }
+    const auto [w, rd] = sandboxio_file(sb, content);
+    add_file_sample(samples, "sandboxio", mib, w, rd);
+    if (!node) continue;
+    if (auto times = file_times_in(
+            node->call(R"({"op":"file","bytes":)" + std::to_string(content.size()) + "}")))
+      add_file_sample(samples, "E2B JS SDK", mib, times->first, times->second);
   }
   (void)node_number(R"({"op":"close"})", "x");
 

@@ -11,30 +11,30 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "sandboxio/sync.hpp"
 
 namespace {
 
-long peak_rss_kib() {
+// A "Vm...:" line of /proc/self/status, in KiB: VmHWM is the peak resident set, VmRSS the
+// current one.
+long status_kib(std::string_view field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+        line[field.size()] == ':')
+      return std::strtol(line.c_str() + field.size() + 1, nullptr, 10);
   }
   return -1;
 }
-
-}  // namespace
-
+long peak_rss_kib() {
+  return status_kib("VmHWM");
+}
 long rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
+  return status_kib("VmRSS");
 }
 
 // No growth over a long session and over repeated sessions: N runs on one sandbox, then N/10
@@ -63,6 +63,8 @@ int repeat(const std::string& dsn, int n, long slack_kib) {
   }
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--repeat")

@@ -1692,9 +1692,7 @@ class DockerMachine final : public Machine {
           "The output that arrived was delivered; the command was stopped. Check the path to "
           "the Docker engine and run it again.";
     exec_stream_failed(key, std::move(problem), now);
-    if (!token.empty() && !gone_)
-      run_internal(0, {"sh", "-c", std::string(kKillByTokenScript), "sh", token}, {},
-                   [](Result<ExecDone>, Instant) {});
+    if (!token.empty() && !gone_) kill_by_token(token, [](Result<ExecDone>, Instant) {});
   }
 
   void exec_stream_failed(std::uint64_t key, Problem problem, Instant now) {
@@ -1881,15 +1879,19 @@ class DockerMachine final : public Machine {
     const std::uint64_t target = it->second.exec;
     auto ex = execs_.find(target);
     if (ex == execs_.end()) return;
-    const std::string token = ex->second.token;
+    kill_by_token(ex->second.token, [this, target](Result<ExecDone>, Instant t) {
+      // Whatever the killer said, the stream must end soon; if it does not, the backstop
+      // reports without it.
+      auto e = execs_.find(target);
+      if (e != execs_.end() && e->second.conn != 0) e->second.backstop_at = t + kKillBackstop;
+    });
+  }
+
+  // Kills the process tree of the exec that carries `token` (an internal exec of its own).
+  void kill_by_token(const std::string& token,
+                     std::function<void(Result<ExecDone>, Instant)> then) {
     run_internal(0, {"sh", "-c", std::string(kKillByTokenScript), "sh", token}, {},
-                 [this, target](Result<ExecDone>, Instant t) {
-                   // Whatever the killer said, the stream must end soon; if it does not,
-                   // the backstop reports without it.
-                   auto e = execs_.find(target);
-                   if (e != execs_.end() && e->second.conn != 0)
-                     e->second.backstop_at = t + kKillBackstop;
-                 });
+                 std::move(then));
   }
 
   Config config_;
