@@ -187,7 +187,7 @@ void BM_E2bMachineStream(benchmark::State& state) {
   c.api.endpoint.kind = Endpoint::Kind::Tcp;
   c.api.host = "api";
   auto m = e2b::make_machine(c);
-  Instant now{0};
+  Instant now{};
   auto drain = [&](std::vector<ConnId>& opened) {
     std::size_t out = 0;
     while (auto r = m->poll_request()) {
@@ -322,7 +322,7 @@ void BM_DockerMachineStream(benchmark::State& state) {
   c.image = "img";
   auto m = docker::make_machine(c);
   ScriptedDaemon daemon(*m);
-  const Instant now{0};
+  const Instant now{};
   (void)m->submit_create({}, now);
   daemon.serve(now);
   daemon.exec_output = docker_frames(kMiB, 32768);

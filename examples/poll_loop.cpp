@@ -12,7 +12,10 @@ using Clock = std::chrono::steady_clock;
 
 int main() {
   const auto epoch = Clock::now();
-  auto now = [&] { return std::chrono::duration_cast<sandboxio::Instant>(Clock::now() - epoch); };
+  auto now = [&] {
+    return sandboxio::Instant(
+        std::chrono::duration_cast<sandboxio::Instant::duration>(Clock::now() - epoch));
+  };
 
   // fake:// never asks for a connection; a networked backend would, and this loop would then
   // add the sockets of request::Open to its pollfd set and feed handle_bytes/handle_eof.

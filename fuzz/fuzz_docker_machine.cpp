@@ -11,11 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   c.owner = "host:1";
   c.session = "fuzz";
   c.tmpfs = {"/work"};
-  c.owner_gone = [](std::string_view) { return true; };
   auto m = docker::make_machine(c);
   CreateOptions o;
   o.create_timeout = std::chrono::seconds(5);
-  const OpId first = m->submit_create(o, Instant{0});
+  const OpId first = m->submit_create(o, Instant{});
   fuzz::run(
       *m, first, 11,
       [](Machine& mm, unsigned which, Instant now, bool& stream) -> OpId {

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   auto m = e2b::make_machine(c);
   CreateOptions o;
   o.create_timeout = std::chrono::seconds(5);
-  const OpId first = m->submit_create(o, Instant{0});
+  const OpId first = m->submit_create(o, Instant{});
   fuzz::run(
       *m, first, 14,
       [](Machine& mm, unsigned which, Instant now, bool& stream) -> OpId {

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   auto made = fake::make_machine(parse_dsn(world->dsn()).value());
   if (!made) return 0;
   Machine& m = *made.value();
-  Instant now{0};
+  Instant now{};
   std::set<OpId> ended;
   std::vector<OpId> submitted;
   auto drain = [&] {

@@ -29,7 +29,7 @@ using Submit = std::function<OpId(Machine&, unsigned which, Instant now, bool& s
 
 struct Driver {
   Machine& m;
-  Instant now{0};
+  Instant now{};
   std::deque<ConnId> pending{};
   std::vector<ConnId> open{};
   std::set<OpId> ended{};
@@ -46,6 +46,8 @@ struct Driver {
           std::erase(open, c->conn);
           std::erase(pending, c->conn);
         }
+        if (auto* p = std::get_if<request::ProbeOwners>(&*r))  // every owner is gone
+          m.handle_owners_gone(p->owners, now);
       }
       while (auto e = m.poll_event()) {
         progressed = true;

@@ -206,6 +206,11 @@ void run_stdin(const Target& t) {
   Command c;
   c.argv = {"cat"};
   c.stdin_data = std::string("line1\n\0bin", 10);
+  if (!sb->capabilities().contains(Capability::Stdin)) {
+    expect_code(
+        errc::CapabilityNotSupported, [&] { (void)sb->run(c); }, "stdin undeclared");
+    return;
+  }
   const auto r = sb->run(c);
   require(r.stdout_bytes == c.stdin_data, "stdin came back as " + show(r.stdout_bytes));
 }

@@ -153,6 +153,12 @@ Result<void> CreateOptions::validate() const {
   if (audit.sink_timeout <= std::chrono::milliseconds(0)) {
     return invalid("audit.sink_timeout must be positive");
   }
+  if (limits.stream_buffer < 4096 || limits.max_pending_operations == 0 ||
+      limits.operation_timeout <= std::chrono::milliseconds(0)) {
+    return invalid(
+        "limits: stream_buffer must be at least 4096 bytes, max_pending_operations "
+        "at least 1 and operation_timeout positive");
+  }
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "sandboxio/registry.hpp"
 
+#include "sandboxio/machine.hpp"
+
 #include <algorithm>
 
 namespace sandboxio {
@@ -56,6 +58,21 @@ Result<const BackendEntry*> BackendRegistry::resolve(const Dsn& dsn) const {
                    entry->enable_hint.empty() ? std::string() : entry->enable_hint};
   }
   return entry;
+}
+
+Result<std::unique_ptr<Machine>> BackendEntry::make(const Dsn& dsn) const {
+  if (!factory) {
+    return Problem{errc::BackendNotInstalled,
+                   "the " + dsn.scheme + ":// backend is not built into this sandboxio",
+                   enable_hint};
+  }
+  auto made = factory(dsn);
+  if (!made) return made.problem();
+  if (!made.value()) {
+    return Problem{errc::ApiMisuse, "the " + dsn.scheme + ":// factory returned no machine",
+                   "A MachineFactory returns a machine or a Problem, never a null pointer."};
+  }
+  return guard_admission(std::move(made).value());
 }
 
 }  // namespace sandboxio

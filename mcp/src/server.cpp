@@ -10,6 +10,7 @@
 #include "sandboxio/dsn.hpp"
 #include "sandboxio/json.hpp"
 #include "sandboxio/json_writer.hpp"
+#include "sandboxio/base64.hpp"
 #include "sandboxio/mcp.hpp"
 
 namespace sandboxio::mcp {
@@ -91,41 +92,16 @@ std::string id_text(const json::Value* id) {
   return std::move(w).str();
 }
 
-const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64(std::string_view in) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kB64[(acc >> bits) & 63]);
-    }
-  }
-  if (bits > 0) out.push_back(kB64[(acc << (6 - bits)) & 63]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
-
+// MCP clients may wrap base64 in lines or leave off the padding; the engine's decoder is strict.
 std::optional<std::string> unbase64(std::string_view in) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
+  std::string text;
+  text.reserve(in.size() + 3);
   for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r') continue;
-    const char* p = std::strchr(kB64, c);
-    if (!p || c == '\0') return std::nullopt;
-    acc = (acc << 6) | static_cast<std::uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
+    if (c != '\n' && c != '\r') text.push_back(c);
   }
-  return out;
+  while (text.size() % 4 != 0)
+    text.push_back('=');
+  return base64_decode(text);
 }
 
 }  // namespace
@@ -450,7 +426,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         self->sandbox->async_read_file(p, [self, call, p](std::error_code ec, Bytes data) {
           if (ec) return self->tool_error(call, ec);
           const bool text = is_valid_utf8(data) && data.find('\0') == std::string::npos;
-          const std::string shown = text ? data : base64(data);
+          const std::string shown = text ? data : base64_encode(data);
           JsonWriter s;
           s.begin_object().key("path").value(p).key("size").value(static_cast<std::uint64_t>(data.size()));
           s.key("encoding").value(text ? "utf-8" : "base64").key("content").value(shown).end_object();

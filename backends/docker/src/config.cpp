@@ -1,19 +1,13 @@
 // docker:// configuration: the DSN's options and Docker's own environment variables
 // (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). This is the driver side of the backend:
-// it reads the environment, the process id and the clock once, and hands values to the machine.
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
-
-#include <chrono>
-#include <cstdlib>
-#include <random>
-
+// it reads the environment and the process identity once, and hands values to the machine.
+#include "sandboxio/backend/identity.hpp"
 #include "sandboxio/docker.hpp"
 
 namespace sandboxio::docker {
 namespace {
+
+using backend::env_or;
 
 const OptionSpec kOptions[] = {
     {"host", OptionType::String, "engine address: unix:///path or tcp://HOST:PORT"},
@@ -22,29 +16,6 @@ const OptionSpec kOptions[] = {
     {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
     {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
 };
-
-std::string env_or(const char* name, std::string fallback = {}) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-std::string session_id() {
-  static const std::string id = [] {
-    std::random_device rd;
-    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
-    std::string s;
-    for (int i = 0; i < 12; ++i)
-      s.push_back(digits[rd() % 36]);
-    return s;
-  }();
-  return id;
-}
-
-std::string owner_id() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + ":" + std::to_string(::getpid());
-}
 
 }  // namespace
 
@@ -144,17 +115,8 @@ Result<Config> config_for(const Dsn& dsn) {
     return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
   }
   c.pull_missing = pull == "missing";
-  c.owner = owner_id();
-  c.session = session_id();
-  c.owner_gone = [](std::string_view owner) {
-    const std::size_t colon = owner.rfind(':');
-    if (colon == std::string_view::npos) return false;
-    const std::string mine = owner_id();
-    if (owner.substr(0, colon) != std::string_view(mine).substr(0, mine.rfind(':'))) return false;
-    const long pid = std::strtol(std::string(owner.substr(colon + 1)).c_str(), nullptr, 10);
-    return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-  };
-  c.wall_clock = [] { return std::chrono::system_clock::now(); };
+  c.owner = backend::process_owner();
+  c.session = backend::process_session();
   return c;
 }
 

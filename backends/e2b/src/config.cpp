@@ -1,16 +1,13 @@
 // e2b:// configuration: the DSN's options and E2B's own environment variables (E2B_API_KEY,
 // E2B_DOMAIN, E2B_API_URL, E2B_SANDBOX_URL). This is the driver side of the backend: it reads
-// the environment, the process id and the clock once, and hands values to the machine.
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
-#include <random>
-
+// the environment and the process identity once, and hands values to the machine.
+#include "sandboxio/backend/identity.hpp"
 #include "sandboxio/e2b.hpp"
 
 namespace sandboxio::e2b {
 namespace {
+
+using backend::env_or;
 
 const OptionSpec kOptions[] = {
     {"api_url", OptionType::String,
@@ -20,29 +17,6 @@ const OptionSpec kOptions[] = {
     {"domain", OptionType::String, "E2B domain (default E2B_DOMAIN, else e2b.app)"},
     {"ca", OptionType::String, "PEM file of trust anchors for TLS (default SSL_CERT_FILE)"},
 };
-
-std::string env_or(const char* name, std::string fallback = {}) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-std::string session_id() {
-  static const std::string id = [] {
-    std::random_device rd;
-    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
-    std::string s;
-    for (int i = 0; i < 12; ++i)
-      s.push_back(digits[rd() % 36]);
-    return s;
-  }();
-  return id;
-}
-
-std::string owner_id() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host) + ":" + std::to_string(::getpid());
-}
 
 }  // namespace
 
@@ -125,9 +99,8 @@ Result<Config> config_for(const Dsn& dsn) {
     if (!s) return s.problem();
     c.sandbox = std::move(s).value();
   }
-  c.owner = owner_id();
-  c.session = session_id();
-  c.wall_clock = [] { return std::chrono::system_clock::now(); };
+  c.owner = backend::process_owner();
+  c.session = backend::process_session();
   return c;
 }
 

@@ -5,8 +5,10 @@
 #include <deque>
 #include <sstream>
 
+#include "sandboxio/backend/core.hpp"
 #include "sandboxio/duration.hpp"
 #include "sandboxio/fake.hpp"
+#include "sandboxio/shell.hpp"
 #include "world_impl.hpp"
 
 namespace sandboxio::fake {
@@ -23,23 +25,6 @@ const OptionSpec kOptions[] = {
     {"teardown_delay", OptionType::Duration,
      "virtual time that tearing down a half-made sandbox takes"},
 };
-
-std::string join(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out.push_back(' ');
-    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$&;|<>*?()") == std::string::npos;
-    if (plain) {
-      out += a;
-    } else {
-      out.push_back('\'');
-      for (char c : a)
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      out.push_back('\'');
-    }
-  }
-  return out;
-}
 
 class FakeMachine final : public Machine {
  public:
@@ -75,6 +60,7 @@ class FakeMachine final : public Machine {
     if (auto p = check_create(options); !p.detail.empty()) return fail(id, std::move(p), now);
     options_ = options;
     redactor_.add_secrets(options.env.secret_values());
+    limits_ = options.limits;
     op.kind = Op::Kind::Create;
     op.ends_at = now + create_delay_;
     op.timeout_at = now + std::chrono::duration_cast<nanoseconds>(options.create_timeout);
@@ -106,6 +92,7 @@ class FakeMachine final : public Machine {
           now);
     }
     options_ = options;
+    limits_ = options.limits;
     sandbox_ = sb;
     redactor_.add_secrets(sb->secrets);
     if (gone(now)) return fail(id, gone_problem(), now);
@@ -128,7 +115,7 @@ class FakeMachine final : public Machine {
 
   OpId submit_stream(Command command, Instant now) override {
     if (!profile_.capabilities.contains(Capability::Streaming)) {
-      const OpId id = open(Operation::Stream, now, join(command.argv));
+      const OpId id = open(Operation::Stream, now, shell_join(command.argv));
       if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
       return fail(id, unsupported(Capability::Streaming, "stream()"), now);
     }
@@ -298,7 +285,7 @@ class FakeMachine final : public Machine {
       auto& impl = world_->impl();
       std::lock_guard lock(impl.mu);
       for (const auto& [sid, sb] : impl.sandboxes) {
-        if (sb->gone || (sb->observed > Instant{0} && sb->observed >= sb->expires_at)) continue;
+        if (sb->gone || (sb->observed > Instant{} && sb->observed >= sb->expires_at)) continue;
         bool match = true;
         for (const auto& [k, v] : labels) {
           auto l = sb->labels.find(k);
@@ -408,9 +395,9 @@ class FakeMachine final : public Machine {
     enum class Kind { Instant, Create, Teardown, Exec } kind = Kind::Instant;
     bool orphan = false;  // teardown: the grace ran out before teardown finished
     OperationRecord record;
-    Instant started{0};
-    Instant ends_at{0};
-    Instant timeout_at{0};
+    Instant started{};
+    Instant ends_at{};
+    Instant timeout_at{};
     bool finished = false;
     // exec
     bool streaming = false;
@@ -419,7 +406,7 @@ class FakeMachine final : public Machine {
     std::size_t step_offset = 0;  // bytes of the current step already delivered
     std::uint64_t offsets[2] = {0, 0};
     std::size_t unconsumed = 0;
-    std::size_t stream_buffer = Limits{}.stream_buffer;
+    std::size_t stream_buffer = Limits{}.stream_buffer;  // set from limits_ when it starts
     std::size_t output_limit = 0;
     Bytes out, err;
     std::vector<RichOutput> results;
@@ -488,43 +475,15 @@ class FakeMachine final : public Machine {
       return Problem{errc::SandboxError, "this machine already holds a sandbox",
                      "Make one machine per sandbox."};
     if (auto r = options.validate(); !r) return r.problem();
-    if (options.require_isolation && !profile_.tier.satisfies(*options.require_isolation)) {
-      return Problem{errc::IsolationNotSatisfied,
-                     "fake:// declares tier " + std::string(profile_.tier.name()) +
-                         ", which does not satisfy " +
-                         std::string(options.require_isolation->name()),
-                     {}};
-    }
-    if (!profile_.capabilities.contains(Capability::NetworkPolicy)) {
-      return Problem{
-          errc::PolicyUnenforceable,
-          "this fake:// sandbox declares no network policy enforcement, so it cannot deny egress",
-          {}};
-    }
-    if (!options.network.denies_all() &&
-        !profile_.capabilities.contains(Capability::NetworkAllowList)) {
-      return Problem{
-          errc::PolicyUnenforceable,
-          "this fake:// sandbox cannot enforce the allow list (" + options.network.describe() + ")",
-          {}};
-    }
-    const Resources& r = options.resources;
-    if ((r.cpus || r.memory_bytes || r.pids) &&
-        !profile_.capabilities.contains(Capability::ResourceCaps)) {
-      return Problem{errc::ResourceLimitUnsupported,
-                     "this fake:// sandbox does not declare resource caps",
-                     {}};
-    }
-    if (r.disk_bytes && !profile_.capabilities.contains(Capability::DiskLimit)) {
-      return Problem{
-          errc::ResourceLimitUnsupported, "this fake:// sandbox cannot enforce a disk limit", {}};
-    }
+    // The same rules the admission guard applies to every machine (for a fake:// machine
+    // made directly, without BackendEntry::make).
+    if (auto p = admit_create("fake", profile_.tier, profile_.capabilities, options)) return *p;
     return Problem{errc::ConfigurationError, {}, {}};  // empty detail: no problem
   }
 
   std::optional<Problem> need_sandbox(Instant now) {
     if (!sandbox_)
-      return Problem{errc::SandboxError, "no sandbox yet: call create() or connect() first", {}};
+      return Problem{errc::ApiMisuse, "no sandbox yet: call create() or connect() first", {}};
     if (gone(now)) return gone_problem();
     return std::nullopt;
   }
@@ -533,10 +492,7 @@ class FakeMachine final : public Machine {
     if (auto p = need_sandbox(now)) return p;
     if (!profile_.capabilities.contains(Capability::Filesystem))
       return unsupported(Capability::Filesystem, "file operations");
-    if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) {
-      return Problem{errc::InvalidPath, "\"" + path + "\" is not an absolute path", {}};
-    }
-    return std::nullopt;
+    return backend::check_path(path);
   }
 
   // The common start of a file operation: admission, checks, the recorded call. Returns the
@@ -639,13 +595,15 @@ class FakeMachine final : public Machine {
   }
 
   OpId start_exec(Operation operation, Command command, Instant now) {
-    const OpId id = open(operation, now, join(command.argv));
+    const OpId id = open(operation, now, shell_join(command.argv));
     if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
     if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
     if (command.argv.empty())
       return fail(id, Problem{errc::ExecutionFailed, "the command is an empty argument list", {}},
                   now);
     if (auto r = command.env.validate(); !r) return fail(id, r.problem(), now);
+    if (!command.stdin_data.empty() && !profile_.capabilities.contains(Capability::Stdin))
+      return fail(id, unsupported(Capability::Stdin, "a command's stdin"), now);
     if (!command.workdir.empty()) {
       const detail::Node* n = sandbox_->fs.get(detail::Vfs::normalise("/", command.workdir));
       if (command.workdir[0] != '/' || n == nullptr || !n->dir) {
@@ -684,11 +642,13 @@ class FakeMachine final : public Machine {
     Op& op = ops_.at(id);
     op.kind = Op::Kind::Exec;
     op.streaming = operation == Operation::Stream;
+    op.stream_buffer = limits_.stream_buffer;
     op.output_limit = command.output_limit;
     for (const auto& b : outcome.background) {
       sandbox_->processes.push_back({sandbox_->next_pid++, b.what, now + b.ends_at, id, false});
     }
-    begin_timeline(id, op, std::move(outcome), now, command.timeout, env.pid, join(command.argv));
+    begin_timeline(id, op, std::move(outcome), now, command.timeout, env.pid,
+                   shell_join(command.argv));
     advance(now);
     return id;
   }

@@ -23,7 +23,7 @@ struct FakeSandbox {
   std::string workdir = "/home/user";
   NetworkPolicy network;
   std::chrono::seconds lifetime{0};
-  Instant expires_at{0};
+  Instant expires_at{};
   bool gone = false;
   int next_pid = 100;
   /// Every process ever started: execs (until they end) and their background children (until
@@ -37,7 +37,7 @@ struct FakeSandbox {
     [[nodiscard]] bool alive_at(Instant t) const { return !ended && (!ends_at || *ends_at > t); }
   };
   std::vector<Process> processes;
-  Instant observed{0};  // the latest `now` a machine showed this sandbox
+  Instant observed{};  // the latest `now` a machine showed this sandbox
   std::map<std::string, std::map<std::string, std::string>> contexts;  // code contexts
   int next_context = 1;
   std::vector<std::string> secrets;

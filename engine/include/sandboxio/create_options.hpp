@@ -78,6 +78,23 @@ inline constexpr std::chrono::seconds kDefaultLifetime{600};
 inline constexpr std::chrono::seconds kMaxLifetime{24 * 3600};
 inline constexpr std::chrono::seconds kDefaultCreateTimeout{120};
 
+/// The bounds of a machine's queues and the default deadline of its operations, per sandbox
+/// (CreateOptions::limits). Every queue a machine keeps is bounded by these: at most
+/// max_pending_operations operations are in flight (one more fails at once with SBX_E1807
+/// QueueFull), and each queues at most its end event, its record and stream_buffer bytes of
+/// unconsumed output. So the event queue, and a driver's per-operation inboxes, never hold more
+/// than max_pending_operations x (2 events + stream_buffer bytes).
+struct Limits {
+  std::size_t stream_buffer = std::size_t{1} << 20;  // unconsumed output bytes per stream
+  std::size_t max_pending_operations = 256;          // operations in flight per machine
+  /// The deadline of every operation that has none of its own (info, kill, connect, file
+  /// transfers, listing): past it, the operation's exchanges are dropped and it fails with
+  /// SBX_E1808 OperationTimeout. Commands use Command::timeout, create() create_timeout.
+  std::chrono::milliseconds operation_timeout{300'000};
+
+  friend bool operator==(const Limits&, const Limits&) = default;
+};
+
 struct CreateOptions {
   /// How long the sandbox may live, enforced on the provider side; mandatory, 10 min default.
   std::chrono::seconds lifetime = kDefaultLifetime;
@@ -97,6 +114,8 @@ struct CreateOptions {
   /// How long teardown may take after a cancellation before the record says the sandbox may
   /// be orphaned. Unset: the transport fills it from SBX_TEARDOWN_GRACE (default 5 s).
   std::optional<std::chrono::milliseconds> teardown_grace{};
+  /// Queue bounds and the default operation deadline for this sandbox's machine.
+  Limits limits{};
 
   /// Checks every field; the first problem found is returned.
   [[nodiscard]] Result<void> validate() const;

@@ -43,8 +43,18 @@
 
 namespace sandboxio {
 
-/// Monotonic time given by the driver: nanoseconds since an epoch of the driver's choosing.
-using Instant = std::chrono::nanoseconds;
+/// The driver's monotonic clock as a machine sees it: a clock with no now(), so no machine can
+/// read it. Its epoch is the driver's choice (the steady clock's, or virtual time's zero).
+struct MachineClock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<MachineClock>;
+  static constexpr bool is_steady = true;
+};
+/// A point in the driver's monotonic time. A duration does not convert to it by accident:
+/// `now + timeout` is an Instant, `later - now` a duration.
+using Instant = MachineClock::time_point;
 /// A connection the machine asked for; numbered by the machine from 1.
 using ConnId = std::uint32_t;
 /// An operation submitted to the machine; numbered by the machine from 1.
@@ -110,16 +120,6 @@ struct CodeContext {
   friend bool operator==(const CodeContext&, const CodeContext&) = default;
 };
 
-/// The bounds of a machine's queues, with their defaults. Every queue a machine keeps is
-/// bounded by these: at most max_pending_operations operations are in flight (one more fails at
-/// once with SBX_E1807 QueueFull), and each queues at most its end event, its record and
-/// stream_buffer bytes of unconsumed output. So the event queue, and a driver's per-operation
-/// inboxes, never hold more than max_pending_operations x (2 events + stream_buffer bytes).
-struct Limits {
-  std::size_t stream_buffer = std::size_t{1} << 20;  // unconsumed output bytes per stream
-  std::size_t max_pending_operations = 256;          // operations in flight per machine
-};
-
 namespace request {
 struct Open {
   ConnId conn{};
@@ -135,8 +135,14 @@ struct HalfClose {  // shutdown(SHUT_WR)
 struct Close {
   ConnId conn{};
 };
+/// Which of these owners ("host:pid", from io.sandboxio.owner labels) are gone? The driver
+/// answers with handle_owners_gone() (the machine cannot look at processes itself).
+struct ProbeOwners {
+  std::vector<std::string> owners{};
+};
 }  // namespace request
-using Request = std::variant<request::Open, request::Send, request::HalfClose, request::Close>;
+using Request = std::variant<request::Open, request::Send, request::HalfClose, request::Close,
+                             request::ProbeOwners>;
 
 /// The value an operation completes with.
 using Completion = std::variant<std::monostate,                // kill, write_file, remove_file, ...
@@ -189,6 +195,18 @@ struct RecordEnding {
 [[nodiscard]] RecordEnding record_completion(OperationRecord& record, const Completion& value,
                                              const Problem& gone);
 
+/// The security rules of create(), enforced from what a backend declares: a tier that does not
+/// satisfy require_isolation, a backend that declares no network policy at all, or a policy,
+/// resource or disk limit beyond what it declares, refuse to create. BackendEntry::make()
+/// applies them to every machine, so a backend that forgets them is still held to them.
+[[nodiscard]] std::optional<Problem> admit_create(std::string_view scheme, IsolationTier tier,
+                                                  const CapabilitySet& capabilities,
+                                                  const CreateOptions& options);
+
+/// Wraps a machine so that its create() passes admit_create() first (a refusal fails the
+/// operation with its record, and the backend never sees it). BackendEntry::make() does this.
+[[nodiscard]] std::unique_ptr<class Machine> guard_admission(std::unique_ptr<class Machine> inner);
+
 class Machine {
  public:
   virtual ~Machine() = default;
@@ -209,6 +227,17 @@ class Machine {
   virtual void handle_timeout(Instant now) = 0;
   /// The consumer took `bytes` of op's output: room for more.
   virtual void handle_consumed(OpId op, std::size_t bytes, Instant now) = 0;
+  /// The wall-clock time at the monotonic instant `at`. Drivers give it right after making the
+  /// machine; the machine reckons wall time from the newest one (labels, event-log windows).
+  /// Until it is given, the machine knows no wall time.
+  virtual void handle_wall_clock(Instant at, std::chrono::system_clock::time_point wall) {
+    wall_anchor_ = WallAnchor{at, wall};
+  }
+  /// The answer to request::ProbeOwners: the owners among those asked that are gone.
+  virtual void handle_owners_gone(std::vector<std::string> gone, Instant now) {
+    (void)gone;
+    (void)now;
+  }
 
   // ---- commands: each returns the OpId its events will carry ----
   virtual OpId submit_create(const CreateOptions& options, Instant now) = 0;
@@ -243,6 +272,28 @@ class Machine {
   /// half-made sandbox after a failed or timed-out create, for example. A driver about to drop
   /// the machine keeps driving it while busy, up to the teardown grace.
   [[nodiscard]] virtual bool busy() const { return false; }
+  /// What each open operation is waiting for, a line each: for logs and debugging.
+  [[nodiscard]] virtual std::string describe(Instant now) const {
+    (void)now;
+    return {};
+  }
+  /// The backend's own machine behind any wrapper (for its typed extensions).
+  [[nodiscard]] virtual Machine& backend() noexcept { return *this; }
+
+ protected:
+  /// The wall-clock time at `now`, from the driver's newest handle_wall_clock(); nullopt before.
+  [[nodiscard]] std::optional<std::chrono::system_clock::time_point> wall_at(Instant now) const {
+    if (!wall_anchor_) return std::nullopt;
+    return wall_anchor_->wall +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(now - wall_anchor_->at);
+  }
+
+ private:
+  struct WallAnchor {
+    Instant at;
+    std::chrono::system_clock::time_point wall;
+  };
+  std::optional<WallAnchor> wall_anchor_{};
 };
 
 }  // namespace sandboxio

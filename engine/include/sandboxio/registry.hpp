@@ -28,6 +28,13 @@ struct BackendEntry {
   MachineFactory factory{};
   std::string enable_hint{};
   std::vector<OptionSpec> options{};
+
+  /// Makes the machine for `dsn` behind the admission guard: whatever the backend does, its
+  /// create() is refused when its declared tier does not satisfy require_isolation, when it
+  /// declares no network policy, or when the policy, resources or disk limit asked for are
+  /// beyond what it declares (see admit_create in sandboxio/machine.hpp). Every driver makes
+  /// machines through this, never through `factory` directly.
+  [[nodiscard]] Result<std::unique_ptr<Machine>> make(const Dsn& dsn) const;
 };
 
 class BackendRegistry {

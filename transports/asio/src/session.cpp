@@ -15,6 +15,7 @@
 #include <set>
 
 #include "sandboxio/async.hpp"
+#include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/tls.hpp"
@@ -32,13 +33,15 @@ class Session : public std::enable_shared_from_this<Session> {
         epoch_(std::chrono::steady_clock::now()),
         wall_epoch_(std::chrono::system_clock::now()) {
     audit_ = shared_audit_dispatcher(options_.audit);
+    machine_->handle_wall_clock(Instant{}, wall_epoch_);  // now() counts from epoch_
   }
 
   asio::strand<asio::any_io_executor>& strand() { return strand_; }
   Machine& machine() { return *machine_; }
 
   Instant now() const {
-    return std::chrono::duration_cast<Instant>(std::chrono::steady_clock::now() - epoch_);
+    return Instant(
+        std::chrono::duration_cast<Instant::duration>(std::chrono::steady_clock::now() - epoch_));
   }
 
   // ---- called on the strand ----
@@ -260,8 +263,8 @@ class Session : public std::enable_shared_from_this<Session> {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, event::Record>) {
             e.record.started =
-                wall_epoch_ +
-                std::chrono::duration_cast<std::chrono::system_clock::duration>(e.started);
+                wall_epoch_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                  e.started.time_since_epoch());
             if (audit_) (void)audit_->deliver(e.record, [this](const Problem& p) { warn(p); });
           } else if constexpr (std::is_same_v<E, event::Warning>) {
             warn(e.problem);
@@ -298,8 +301,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (armed_ && armed_at_ == *deadline) return;
     armed_ = true;
     armed_at_ = *deadline;
-    timer_.expires_at(epoch_ +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*deadline));
+    timer_.expires_at(epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   deadline->time_since_epoch()));
     timer_.async_wait([weak = weak_from_this(), at = *deadline](std::error_code ec) {
       auto self = weak.lock();
       if (!self || ec) return;
@@ -347,6 +350,8 @@ class Session : public std::enable_shared_from_this<Session> {
             std::error_code ignored;
             it->second.socket->close(ignored);
             conns_.erase(it);
+          } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
+            machine_->handle_owners_gone(backend::owners_gone(r.owners), now());
           }
         },
         std::move(request));
@@ -531,7 +536,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::map<OpId, Inbox> inbox_;
   std::map<ConnId, Conn> conns_;
   bool armed_ = false;
-  Instant armed_at_{0};
+  Instant armed_at_{};
   bool released_ = false;
   std::set<OpId> cancelled_;
 
@@ -615,7 +620,7 @@ void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool
     problem = parsed.problem();
   } else if (auto entry = registry().resolve(parsed.value()); !entry) {
     problem = entry.problem();
-  } else if (auto made = entry.value()->factory(parsed.value()); !made) {
+  } else if (auto made = entry.value()->make(parsed.value()); !made) {
     problem = made.problem();
   } else {
     machine = std::move(made).value();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "sandboxio/backend/identity.hpp"
 #include "sandboxio/link.hpp"
 #include "sandboxio/tls.hpp"
 
@@ -38,10 +39,12 @@ class PosixLink final : public Link {
   PosixLink& operator=(const PosixLink&) = delete;
 
   Instant now() const override {
-    return std::chrono::duration_cast<Instant>(std::chrono::steady_clock::now() - epoch_);
+    return Instant(
+        std::chrono::duration_cast<Instant::duration>(std::chrono::steady_clock::now() - epoch_));
   }
   std::chrono::system_clock::time_point wall(Instant at) const override {
-    return wall_epoch_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(at);
+    return wall_epoch_ +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(at.time_since_epoch());
   }
   void perform(Machine& machine, Request request) override;
   void wait(Machine& machine, std::optional<Instant> wake) override;
@@ -101,6 +104,8 @@ void PosixLink::perform(Machine& machine, Request request) {
           it->second.half_close = true;
         } else if constexpr (std::is_same_v<R, request::Close>) {
           close_conn(r.conn);
+        } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
+          machine.handle_owners_gone(backend::owners_gone(r.owners), now());
         }
       },
       std::move(request));

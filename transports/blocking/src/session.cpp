@@ -12,13 +12,15 @@ Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
     : machine_(std::move(machine)),
       options_(std::move(options)),
       link_(link ? std::move(link) : make_posix_link()),
-      audit_(shared_audit_dispatcher(options_.audit)) {}
+      audit_(shared_audit_dispatcher(options_.audit)) {
+  machine_->handle_wall_clock(now(), link_->wall(now()));
+}
 
 Session::~Session() {
   // Work nobody waits for any more (removing a half-made sandbox) still gets the teardown
   // grace before the connections close.
   try {
-    const Instant limit = now() + std::chrono::duration_cast<Instant>(
+    const Instant limit = now() + std::chrono::duration_cast<Instant::duration>(
                                       options_.teardown_grace.value_or(kDefaultTeardownGrace));
     pump();
     while (machine_->busy() && now() < limit) {
@@ -159,7 +161,7 @@ std::optional<OutputChunk> Session::next_chunk(OpId op) {
 void Session::cancel(OpId op) {
   if (finished(op)) return;
   machine_->submit_cancel(op, now());
-  const Instant limit = now() + std::chrono::duration_cast<Instant>(
+  const Instant limit = now() + std::chrono::duration_cast<Instant::duration>(
                                     options_.teardown_grace.value_or(kDefaultTeardownGrace));
   while (!finished(op) && now() < limit) {
     pump();

@@ -18,7 +18,7 @@ std::shared_ptr<detail::Session> open_session(std::string_view text, CreateOptio
   if (!options.teardown_grace) options.teardown_grace = teardown_grace().value();
   Dsn dsn = parse_dsn(text).value();
   const BackendEntry* entry = registry().resolve(dsn).value();
-  std::unique_ptr<Machine> machine = entry->factory(dsn).value();
+  std::unique_ptr<Machine> machine = entry->make(dsn).value();
   return std::make_shared<detail::Session>(std::move(machine), options, std::move(link));
 }
 

@@ -12,7 +12,8 @@ class SimLink final : public Link {
 
   Instant now() const override { return now_; }
   std::chrono::system_clock::time_point wall(Instant at) const override {
-    return config_.wall_epoch + std::chrono::duration_cast<std::chrono::system_clock::duration>(at);
+    return config_.wall_epoch +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(at.time_since_epoch());
   }
 
   void perform(Machine& machine, Request request) override {
@@ -50,6 +51,8 @@ class SimLink final : public Link {
             queue(it->second, std::move(reply), close);
           } else if constexpr (std::is_same_v<R, request::Close>) {
             conns_.erase(r.conn);
+          } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
+            machine.handle_owners_gone({}, now_);  // simulated owners never die
           }
         },
         std::move(request));
@@ -131,10 +134,10 @@ class SimLink final : public Link {
  private:
   struct Conn {
     std::unique_ptr<Peer> peer;
-    Instant connect_at{0};
+    Instant connect_at{};
     bool connected = false;
     std::string pending;  // reply bytes not yet delivered
-    Instant pending_at{0};
+    Instant pending_at{};
     std::string held;  // delivered but not consumed (backpressure)
     bool eof_pending = false;
     bool closed_by_peer = false;
@@ -149,9 +152,10 @@ class SimLink final : public Link {
   std::size_t pick(std::size_t lo, std::size_t hi) {
     return std::uniform_int_distribution<std::size_t>(lo, hi)(rng_);
   }
-  Instant delay() {
-    if (config_.max_delay.count() <= 0) return Instant(0);
-    return Instant(std::uniform_int_distribution<std::int64_t>(0, config_.max_delay.count())(rng_));
+  std::chrono::nanoseconds delay() {
+    if (config_.max_delay.count() <= 0) return {};
+    return std::chrono::nanoseconds(
+        std::uniform_int_distribution<std::int64_t>(0, config_.max_delay.count())(rng_));
   }
   bool draw_drop() {
     if (config_.drop_probability <= 0) return false;
@@ -160,7 +164,7 @@ class SimLink final : public Link {
 
   Config config_;
   std::mt19937_64 rng_;
-  Instant now_{0};
+  Instant now_{};
   std::size_t steps_ = 0;
   std::map<ConnId, Conn> conns_;
 };

@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +33,9 @@ namespace sandboxio::docker {
   return e;
 }
 
-/// Everything the machine needs from outside (it reads no environment and no clock).
+/// Everything the machine needs from outside, as values (it reads no environment and no clock:
+/// wall time comes through Machine::handle_wall_clock, owner liveness through
+/// request::ProbeOwners).
 struct Config {
   Endpoint endpoint = local_socket();
   std::string image{};
@@ -46,12 +47,6 @@ struct Config {
   std::string owner{};
   /// Random per process: labels containers and makes exec tokens unique.
   std::string session{};
-  /// The wall clock, for the created label and for asking the daemon's event log about a
-  /// command's time window (out-of-memory kills). Supplied by the driver side; null: unknown.
-  std::function<std::chrono::system_clock::time_point()> wall_clock{};
-  /// True when the owner named by an io.sandboxio.owner label ("host:pid") is known to be gone.
-  /// Containers created but never started by gone owners are swept on create. Null: no sweep.
-  std::function<bool(std::string_view owner)> owner_gone{};
 };
 
 /// Reads the endpoint from the DSN's host option, else DOCKER_HOST / DOCKER_TLS_VERIFY /

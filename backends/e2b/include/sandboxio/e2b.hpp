@@ -34,7 +34,8 @@ struct Origin {
   std::string host{};  // "api.e2b.app" or "127.0.0.1:3000"
 };
 
-/// Everything the machine needs from outside (it reads no environment and no clock).
+/// Everything the machine needs from outside, as values (it reads no environment and no clock:
+/// wall time comes through Machine::handle_wall_clock).
 struct Config {
   std::string template_id{};
   /// E2B_API_KEY; empty makes every control-plane call fail with SBX_E1501.
@@ -49,12 +50,10 @@ struct Config {
   std::string owner{};
   /// Random per process: metadata and command tokens.
   std::string session{};
-  /// The wall clock, for the created metadata. Supplied by the driver side; null: unknown.
-  std::function<std::chrono::system_clock::time_point()> wall_clock{};
 };
 
 /// Reads the DSN's options and E2B's own variables (E2B_API_KEY, E2B_DOMAIN, E2B_API_URL,
-/// E2B_SANDBOX_URL) and fills owner, session and the clock.
+/// E2B_SANDBOX_URL) and fills owner and session.
 [[nodiscard]] Result<Config> config_for(const Dsn& dsn);
 
 /// Parses http://HOST[:PORT] or https://HOST[:PORT] (no path) into an origin.

@@ -1,0 +1,105 @@
+// HTTP exchanges for machines that speak HTTP/1.1 to their backend: one request on a
+// connection of its own, its reply parsed as bytes arrive, handed to a continuation with the
+// reply (or the problem). Heads and bodies can be watched as they come (a stat header, a tar
+// stream, NDJSON lines), bodies are bounded, and a connection may be upgraded (Docker's exec
+// and attach streams), after which its bytes belong to the machine.
+//
+//   ConnId c = http_.start(op, endpoint, {wire}, [this, op](Result<Reply> r, Instant now) {
+//     if (!r) return void(fail(op, r.problem(), now));
+//     ...
+//   }, "GET /containers/ID/json");
+//   // in handle_bytes: auto fed = http_.feed(conn, data, now);
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandboxio/backend/core.hpp"
+#include "sandboxio/http.hpp"
+
+namespace sandboxio::backend {
+
+/// A whole reply.
+struct Reply {
+  int status = 0;
+  std::vector<http::Header> headers{};
+  Bytes body{};
+
+  /// The first header with this name (case-insensitive).
+  [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const;
+  /// The peer's error text: {"message": "..."} or the start of the raw body.
+  [[nodiscard]] std::string message() const;
+};
+
+using Then = std::function<void(Result<Reply>, Instant)>;
+
+/// One request and its reply on a connection of its own.
+struct Exchange {
+  OpId op = 0;                // the operation it serves (0: the machine's own housekeeping)
+  std::string what{};         // "POST /containers/create": for describe() and messages
+  std::string origin{};       // where it goes, for messages
+  std::vector<Bytes> wire{};  // the request in pieces, sent in order once connected
+  std::unique_ptr<http::ResponseParser> parser{};
+  Then then{};
+  Reply reply{};
+  bool head_seen = false;
+  bool may_upgrade = false;  // a 101 hands the connection to the machine
+  bool upgraded = false;
+  bool streams_output = false;  // its body is a command's output: held back under backpressure
+  std::uint64_t tag = 0;        // the machine's own mark (an exec, the lease)
+  std::size_t body_limit = std::size_t{16} << 20;
+  /// Sees the head once it is complete; a Problem ends the exchange with it.
+  std::function<std::optional<Problem>(const http::ResponseParser&, Instant)> on_head{};
+  /// Takes a 200 reply's body as it arrives (instead of collecting it); a Problem ends it.
+  std::function<std::optional<Problem>(std::string_view, Instant)> on_body{};
+};
+
+class Exchanges {
+ public:
+  /// `peer` names the other side in messages ("the Docker engine", "E2B").
+  Exchanges(Outbox& out, std::string peer) : out_(out), peer_(std::move(peer)) {}
+
+  /// Opens a connection for a request already written (head and body, in pieces).
+  ConnId start(OpId op, const Endpoint& to, std::vector<Bytes> wire, Then then, std::string what);
+  [[nodiscard]] Exchange* find(ConnId id);
+  [[nodiscard]] const std::map<ConnId, Exchange>& all() const { return conns_; }
+  [[nodiscard]] bool empty() const { return conns_.empty(); }
+  [[nodiscard]] std::size_t size() const { return conns_.size(); }
+
+  /// The connection is up: the request goes out.
+  void connected(ConnId id);
+
+  struct Fed {
+    std::size_t used = 0;
+    bool upgraded = false;  // a 101 arrived: the rest of the bytes are the machine's
+  };
+  /// Feeds reply bytes. Continuations run from here. `held(op)` says whether a streaming
+  /// exchange's consumer is behind (its bytes then wait in the driver).
+  Fed feed(ConnId id, std::string_view data, Instant now,
+           const std::function<bool(OpId)>& held = {});
+  /// The peer ended the connection: the reply is complete or cut short.
+  void eof(ConnId id, Instant now);
+  /// Ends an exchange: its continuation gets the problem, or the reply so far.
+  void finish(ConnId id, std::optional<Problem> problem, Instant now);
+  /// Closes a connection without calling its continuation.
+  void drop(ConnId id);
+  /// Closes every exchange of `op` that `which` selects (all when empty), without calling
+  /// their continuations.
+  void drop_op(OpId op, const std::function<bool(const Exchange&)>& which = {});
+  /// What `op` waits for: the exchanges in flight for it.
+  [[nodiscard]] std::string waiting_for(OpId op) const;
+
+ private:
+  bool take_progress(ConnId id, Instant now);
+
+  Outbox& out_;
+  std::string peer_;
+  std::map<ConnId, Exchange> conns_{};
+  ConnId next_ = 1;
+};
+
+}  // namespace sandboxio::backend

@@ -1,0 +1,219 @@
+// The docker:// machine: the Engine API (v1.41) as a sans-I/O state machine on the machine
+// core. Every HTTP exchange gets its own connection (a local socket, or a TLS link the
+// transport owns). The machine's sources are split by operation family:
+//   machine.cpp  inputs, deadlines, cancel, info and kill
+//   create.cpp   create and connect: container, image pull, owner lease, start, removal
+//   exec.cpp     commands: exec create, start (upgraded stream), inspect, kill by token
+//   files.cpp    files through the archive API (or an exec under tmpfs, /dev, /proc, /sys)
+//   managed.cpp  listing and removing managed containers (reaping)
+//   engine_api.cpp  pure request builders and reply parsers
+// Facts it relies on: ../shared/design/docker-engine-facts.md and
+// docs/reference/backends/docker.md.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "sandboxio/backend/core.hpp"
+#include "sandboxio/backend/http_exchanges.hpp"
+#include "sandboxio/docker.hpp"
+#include "sandboxio/docker_stream.hpp"
+#include "sandboxio/json.hpp"
+#include "sandboxio/tar.hpp"
+
+namespace sandboxio::docker::detail {
+
+using backend::Reply;
+using backend::Then;
+using std::chrono::nanoseconds;
+using namespace std::chrono_literals;
+
+inline constexpr std::string_view kApi = "/v1.41";
+inline constexpr std::size_t kInternalOutputLimit = std::size_t{1} << 20;
+inline constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
+// How long an exec stream may stay open after its process tree was killed (a process that
+// escaped the kill by dropping its environment still holding the stream).
+inline constexpr nanoseconds kKillBackstop = 3s;
+inline constexpr nanoseconds kReinspectEvery = 20ms;
+inline constexpr std::string_view kRuncError = "OCI runtime exec failed";
+
+/// What an internal exec (file operations under tmpfs, removal, the killer) ends with.
+struct ExecDone {
+  std::optional<int> exit_code{};
+  bool runc_error = false;
+  Bytes out{}, err{};
+};
+
+// ---- engine_api.cpp: pure builders and parsers ----
+/// The body of POST /containers/create.
+[[nodiscard]] std::string create_body(const Config& config, const CreateOptions& options,
+                                      std::int64_t created_unix);
+/// The body of POST /containers/{id}/exec.
+[[nodiscard]] std::string exec_body(const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env, const std::string& workdir,
+                                    bool attach_stdin, const std::string& token);
+/// A timestamp for the Engine API's since/until: seconds with nanoseconds.
+[[nodiscard]] std::string api_time(std::chrono::system_clock::time_point t);
+/// The X-Docker-Container-Path-Stat header of an archive reply.
+[[nodiscard]] std::optional<FileInfo> path_stat(const http::ResponseParser& p);
+/// The records "TYPE/SIZE/NAME\0" of kListScript.
+[[nodiscard]] std::vector<FileInfo> parse_exec_listing(const std::string& dir, const Bytes& out);
+/// A managed container from GET /containers/json.
+[[nodiscard]] ManagedSandbox managed_of(const json::Value& c);
+/// "running" -> Running, ...
+[[nodiscard]] SandboxState state_of(std::string_view status);
+/// A file operation through an exec failed: the problem its exit code and stderr describe.
+[[nodiscard]] Problem exec_file_problem(const std::string& file, const ExecDone& d);
+using backend::missing_file;
+[[nodiscard]] Problem daemon_error(const Reply& r);
+/// Lists a directory on a tmpfs mount as records "TYPE/SIZE/NAME\0".
+extern const std::string_view kListScript;
+
+/// One docker:// operation's own state, beside the core's.
+struct OpState {
+  enum class Kind : std::uint8_t { Control, Create, Exec } kind = Kind::Control;
+  std::chrono::milliseconds create_timeout{};
+  std::uint64_t exec = 0;  // Exec: the exec it runs
+  std::optional<Termination> forced{};
+  backend::OutputAccount output{};
+  Instant exec_started{};
+};
+
+class DockerMachine final : public backend::MachineCore<OpState> {
+ public:
+  explicit DockerMachine(Config config);
+
+  CapabilitySet capabilities() const noexcept override { return declared_capabilities(); }
+
+  // ---- inputs (machine.cpp) ----
+  void handle_connected(ConnId id, Instant now) override;
+  void handle_connect_failed(ConnId id, Problem problem, Instant now) override;
+  std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override;
+  void handle_eof(ConnId id, Instant now) override;
+  void handle_timeout(Instant now) override;
+  void handle_owners_gone(std::vector<std::string> gone, Instant now) override;
+
+  // ---- commands ----
+  OpId submit_create(const CreateOptions& options, Instant now) override;
+  OpId submit_connect(std::string sandbox_id, const CreateOptions& options, Instant now) override;
+  OpId submit_info(Instant now) override;
+  OpId submit_run(Command command, Instant now) override;
+  OpId submit_stream(Command command, Instant now) override;
+  OpId submit_run_code(CodeRequest request, Instant now) override;
+  OpId submit_create_context(std::string language, Instant now) override;
+  OpId submit_write_file(std::string file, Bytes data, Instant now) override;
+  OpId submit_read_file(std::string file, Instant now) override;
+  OpId submit_list_files(std::string dir, Instant now) override;
+  OpId submit_remove_file(std::string file, Instant now) override;
+  OpId submit_kill(Instant now) override;
+  OpId submit_list_managed(std::map<std::string, std::string> wanted, Instant now) override;
+  OpId submit_remove_managed(std::string sandbox_id, Instant now) override;
+  void submit_cancel(OpId id, Instant now) override;
+
+  // ---- outputs ----
+  bool busy() const override;
+  std::optional<Instant> poll_deadline() const override;
+
+ private:
+  struct Exec {
+    OpId op = 0;
+    bool user = false;  // output goes to the operation (run/stream/run_code)
+    std::vector<std::string> argv{};
+    std::vector<std::string> env{};
+    std::string workdir{};
+    Bytes stdin_data{};
+    bool attach_stdin = false;
+    std::string token{};
+    std::string id{};  // the daemon's exec id
+    ConnId conn = 0;
+    bool started = false;  // the 101 arrived
+    bool kill_pending = false;
+    docker::StreamDemux demux{};
+    bool first_stdout = true;
+    bool runc_error = false;
+    Bytes out{}, err{};
+    std::size_t out_limit = kInternalOutputLimit;
+    std::optional<Instant> reinspect_at{};
+    std::optional<Instant> backstop_at{};
+    std::optional<std::chrono::system_clock::time_point> wall_started{};
+    std::function<void(Result<ExecDone>, Instant)> then{};
+  };
+
+  Problem gone_problem() const override;
+  std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
+
+  // machine.cpp
+  Problem not_found(const std::string& id) const;
+  std::string short_id() const { return container_.substr(0, 12); }
+  std::string describe_endpoint() const;
+  std::optional<Problem> need_sandbox(Instant now) const;
+  SandboxInfo info_of(SandboxState state) const;
+  std::string path(const std::string& rest) const { return std::string(kApi) + rest; }
+  ConnId call(OpId op, std::string method, std::string target, Bytes body, Then then);
+  ConnId send(OpId op, http::Request req, Then then);
+  ConnId send_wire(OpId op, std::string_view method, std::string_view target,
+                   std::vector<Bytes> wire, Then then);
+  void expire_operation(OpId id, Instant now);
+  void drop_lease();
+
+  // create.cpp
+  bool create_abandoned(OpId id, Instant now);
+  void create_container(OpId id, bool pulled, Instant now);
+  void pull_image(OpId id, Instant now);
+  void sweep_unstarted();
+  void attach_lease(OpId id, Instant now);
+  void start_container(OpId id, Instant now);
+  void remove_after_failed_start(OpId id, const std::string& why, Instant now);
+  void remove_container(OpId id, Instant now);
+
+  // files.cpp
+  Problem archive_problem(const std::string& file, const Reply& r) const;
+  std::optional<Problem> file_checks(const std::string& file, Instant now) const;
+  bool on_tmpfs(const std::string& file) const;
+  void get_archive(OpId id, const std::string& target, bool directory,
+                   std::function<void(const tar::Entry&)> on_entry,
+                   std::function<std::optional<Problem>(std::string_view)> on_data,
+                   std::function<void(Instant)> done);
+
+  // exec.cpp
+  static Problem unsupported(Capability c, const std::string& what);
+  OpId start_user_exec(Operation operation, Command command, bool streaming, Instant now);
+  void run_internal(OpId op, std::vector<std::string> argv, Bytes stdin_data,
+                    std::function<void(Result<ExecDone>, Instant)> then,
+                    std::size_t out_limit = kInternalOutputLimit);
+  std::uint64_t launch(Exec e);
+  void create_exec(std::uint64_t key, OpId op, std::string body);
+  void erase_exec(std::uint64_t key);
+  void start_exec(std::uint64_t key);
+  void exec_upgraded(ConnId conn, Instant now);
+  std::size_t exec_bytes(ConnId conn, std::string_view data, Instant now);
+  void exec_stream_broke(std::uint64_t key, Problem problem, Instant now);
+  void exec_failed(std::uint64_t key, Problem problem, Instant now);
+  void exec_stream_ended(std::uint64_t key, Instant now);
+  void exec_timers(Instant now);
+  void inspect_exec(std::uint64_t key, Instant now);
+  void check_oom(Exec done, int code, Instant now);
+  void finish_user_exec(Exec& e, std::optional<int> code, Instant now,
+                        std::optional<Termination> why = std::nullopt);
+  void kill_tree(OpId id, Termination why, Instant now);
+  void start_killer(OpId id);
+  void kill_by_token(const std::string& token, std::function<void(Result<ExecDone>, Instant)> then);
+
+  Config config_;
+  backend::Exchanges http_;
+  std::string container_{};
+  std::string user_{};
+  std::chrono::seconds lifetime_{0};
+  std::optional<Instant> expires_at_{};
+  bool gone_ = false;
+  bool swept_ = false;
+  std::map<std::string, std::string> sweep_candidates_{};  // container id -> owner
+  ConnId lease_ = 0;
+  std::map<std::uint64_t, Exec> execs_{};
+  std::set<std::uint64_t> killing_{};  // execs whose process tree is being killed
+  std::vector<std::pair<std::uint64_t, std::string>> deferred_{};  // exec creations waiting
+  std::uint64_t next_exec_ = 0;
+};
+
+}  // namespace sandboxio::docker::detail
