@@ -64,6 +64,38 @@ Problem expired(Operation operation, std::chrono::milliseconds after) {
                  {}};
 }
 
+Result<HostPort> parse_host_port(std::string_view rest, std::uint16_t default_port) {
+  auto bad = [](std::string why) { return Problem{errc::InvalidOption, std::move(why), {}}; };
+  HostPort out;
+  out.port = default_port;
+  std::string_view name = rest;
+  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unclosed [");
+    name = rest.substr(1, close - 1);
+    rest.remove_prefix(close + 1);
+    if (!rest.empty() && rest.front() != ':') return bad("junk after ]");
+    if (!rest.empty()) rest.remove_prefix(1);
+  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    name = rest.substr(0, colon);
+    rest.remove_prefix(colon + 1);
+  } else {
+    rest = {};
+  }
+  if (!rest.empty()) {
+    unsigned long p = 0;
+    for (char c : rest) {
+      if (c < '0' || c > '9' || p > 65535) return bad("bad port");
+      p = p * 10 + static_cast<unsigned long>(c - '0');
+    }
+    if (p == 0 || p > 65535) return bad("bad port");
+    out.port = static_cast<std::uint16_t>(p);
+  }
+  if (name.empty()) return bad("no host name");
+  out.host = std::string(name);
+  return out;
+}
+
 Problem missing_file(const std::string& path) {
   return Problem{errc::FileNotFound, "\"" + path + "\" does not exist in the sandbox", {}};
 }

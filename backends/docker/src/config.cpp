@@ -1,6 +1,7 @@
 // docker:// configuration: the DSN's options and Docker's own environment variables
 // (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). This is the driver side of the backend:
 // it reads the environment and the process identity once, and hands values to the machine.
+#include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/docker.hpp"
 
@@ -38,33 +39,10 @@ Result<Endpoint> parse_host(std::string_view host, bool tls, const std::string& 
       rest.remove_suffix(1);
     e.kind = Endpoint::Kind::Tcp;
     e.tls = tls || https;
-    std::string_view name = rest;
-    std::uint16_t port = e.tls ? 2376 : 2375;
-    if (!rest.empty() && rest.front() == '[') {  // [v6]:port
-      const std::size_t close = rest.find(']');
-      if (close == std::string_view::npos) return bad("unclosed [");
-      name = rest.substr(1, close - 1);
-      rest.remove_prefix(close + 1);
-      if (!rest.empty() && rest.front() != ':') return bad("junk after ]");
-      if (!rest.empty()) rest.remove_prefix(1);
-    } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-      name = rest.substr(0, colon);
-      rest.remove_prefix(colon + 1);
-    } else {
-      rest = {};
-    }
-    if (!rest.empty()) {
-      unsigned long p = 0;
-      for (char c : rest) {
-        if (c < '0' || c > '9' || p > 65535) return bad("bad port");
-        p = p * 10 + static_cast<unsigned long>(c - '0');
-      }
-      if (p == 0 || p > 65535) return bad("bad port");
-      port = static_cast<std::uint16_t>(p);
-    }
-    if (name.empty()) return bad("no host name");
-    e.address = std::string(name);
-    e.port = port;
+    auto hp = backend::parse_host_port(rest, e.tls ? 2376 : 2375);
+    if (!hp) return bad(hp.problem().detail);
+    e.address = std::move(hp.value().host);
+    e.port = hp.value().port;
     if (e.tls) {
       e.server_name = e.address;
       e.ca_file = cert_dir + "/ca.pem";
@@ -121,16 +99,8 @@ Result<Config> config_for(const Dsn& dsn) {
 }
 
 BackendEntry backend_entry() {
-  BackendEntry e;
-  e.scheme = "docker";
-  e.summary = "Docker Engine containers (local socket, or tcp:// with TLS)";
-  e.factory = [](const Dsn& dsn) -> Result<std::unique_ptr<Machine>> {
-    auto config = config_for(dsn);
-    if (!config) return config.problem();
-    return make_machine(std::move(config).value());
-  };
-  e.options.assign(std::begin(kOptions), std::end(kOptions));
-  return e;
+  return backend::entry("docker", "Docker Engine containers (local socket, or tcp:// with TLS)",
+                        kOptions, config_for, make_machine);
 }
 
 }  // namespace sandboxio::docker

@@ -73,7 +73,7 @@ OpId DockerMachine::submit_connect(std::string sandbox_id, const CreateOptions& 
            if (auto u = cfg->string_at("User")) user_ = std::string(*u);
          }
          name_sandbox(container_, id);
-         complete(id, info_of(SandboxState::Running), t);
+         complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
        });
   return id;
 }
@@ -248,7 +248,7 @@ void DockerMachine::start_container(OpId id, Instant now) {
          }
          expires_at_ = expires;
          lifetime_ = options_->lifetime;
-         complete(id, info_of(SandboxState::Running), t);
+         complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
        });
 }
 

@@ -13,14 +13,10 @@ namespace sandboxio::docker {
 namespace detail {
 
 DockerMachine::DockerMachine(Config config)
-    : MachineCore("docker", IsolationTier::Container),
-      config_(std::move(config)),
-      http_(out_, "the Docker engine") {}
+    : HttpMachine("docker", IsolationTier::Container, "the Docker engine"),
+      config_(std::move(config)) {}
 
 // ---- inputs ----
-void DockerMachine::handle_connected(ConnId id, Instant) {
-  http_.connected(id);
-}
 
 void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) {
   backend::Exchange* x = http_.find(id);
@@ -112,7 +108,7 @@ void DockerMachine::expire_operation(OpId id, Instant now) {
       ++it;
     }
   }
-  http_.drop_op(id, [this](const backend::Exchange&) { return true; });
+  http_.drop_op(id);
   expire(id, now);
 }
 
@@ -132,7 +128,8 @@ OpId DockerMachine::submit_info(Instant now) {
          auto doc = json::parse(r.value().body);
          if (!doc) return void(fail(id, doc.problem(), t));
          const json::Value* state = doc.value().find("State");
-         complete(id, info_of(state_of(state ? state->string_at("Status").value_or("") : "")), t);
+         const std::string_view status = state ? state->string_at("Status").value_or("") : "";
+         complete(id, sandbox_info(state_of(status), lifetime_), t);
        });
   return id;
 }
@@ -197,18 +194,6 @@ std::optional<Problem> DockerMachine::need_sandbox(Instant now) const {
     return Problem{errc::ApiMisuse, "no sandbox yet: call create() or connect() first", {}};
   if (gone_ || (expires_at_ && now >= *expires_at_)) return gone_problem();
   return std::nullopt;
-}
-
-SandboxInfo DockerMachine::info_of(SandboxState state) const {
-  SandboxInfo info;
-  info.backend = "docker";
-  info.id = container_;
-  info.tier = tier();
-  info.capabilities = capabilities();
-  info.network = options_ ? options_->network : NetworkPolicy{};
-  info.state = state;
-  info.lifetime = lifetime_;
-  return info;
 }
 
 void DockerMachine::drop_lease() {

@@ -80,40 +80,43 @@ struct OpState {
   Instant exec_started{};
 };
 
-class DockerMachine final : public backend::MachineCore<OpState> {
+class DockerMachine final : public backend::HttpMachine<OpState> {
  public:
   explicit DockerMachine(Config config);
 
   CapabilitySet capabilities() const noexcept override { return declared_capabilities(); }
 
-  // ---- inputs (machine.cpp) ----
-  void handle_connected(ConnId id, Instant now) override;
+  // ---- machine.cpp: inputs, deadlines, cancel, info, kill ----
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override;
   std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override;
   void handle_eof(ConnId id, Instant now) override;
   void handle_timeout(Instant now) override;
-  void handle_owners_gone(std::vector<std::string> gone, Instant now) override;
+  OpId submit_info(Instant now) override;
+  OpId submit_kill(Instant now) override;
+  void submit_cancel(OpId id, Instant now) override;
+  bool busy() const override;
+  std::optional<Instant> poll_deadline() const override;
 
-  // ---- commands ----
+  // ---- create.cpp ----
   OpId submit_create(const CreateOptions& options, Instant now) override;
   OpId submit_connect(std::string sandbox_id, const CreateOptions& options, Instant now) override;
-  OpId submit_info(Instant now) override;
+  void handle_owners_gone(std::vector<std::string> gone, Instant now) override;
+
+  // ---- exec.cpp ----
   OpId submit_run(Command command, Instant now) override;
   OpId submit_stream(Command command, Instant now) override;
   OpId submit_run_code(CodeRequest request, Instant now) override;
   OpId submit_create_context(std::string language, Instant now) override;
+
+  // ---- files.cpp ----
   OpId submit_write_file(std::string file, Bytes data, Instant now) override;
   OpId submit_read_file(std::string file, Instant now) override;
   OpId submit_list_files(std::string dir, Instant now) override;
   OpId submit_remove_file(std::string file, Instant now) override;
-  OpId submit_kill(Instant now) override;
+
+  // ---- managed.cpp ----
   OpId submit_list_managed(std::map<std::string, std::string> wanted, Instant now) override;
   OpId submit_remove_managed(std::string sandbox_id, Instant now) override;
-  void submit_cancel(OpId id, Instant now) override;
-
-  // ---- outputs ----
-  bool busy() const override;
-  std::optional<Instant> poll_deadline() const override;
 
  private:
   struct Exec {
@@ -141,14 +144,12 @@ class DockerMachine final : public backend::MachineCore<OpState> {
   };
 
   Problem gone_problem() const override;
-  std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
 
   // machine.cpp
   Problem not_found(const std::string& id) const;
   std::string short_id() const { return container_.substr(0, 12); }
   std::string describe_endpoint() const;
   std::optional<Problem> need_sandbox(Instant now) const;
-  SandboxInfo info_of(SandboxState state) const;
   std::string path(const std::string& rest) const { return std::string(kApi) + rest; }
   ConnId call(OpId op, std::string method, std::string target, Bytes body, Then then);
   ConnId send(OpId op, http::Request req, Then then);
@@ -201,7 +202,6 @@ class DockerMachine final : public backend::MachineCore<OpState> {
   void kill_by_token(const std::string& token, std::function<void(Result<ExecDone>, Instant)> then);
 
   Config config_;
-  backend::Exchanges http_;
   std::string container_{};
   std::string user_{};
   std::chrono::seconds lifetime_{0};

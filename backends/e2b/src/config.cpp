@@ -1,6 +1,7 @@
 // e2b:// configuration: the DSN's options and E2B's own environment variables (E2B_API_KEY,
 // E2B_DOMAIN, E2B_API_URL, E2B_SANDBOX_URL). This is the driver side of the backend: it reads
 // the environment and the process identity once, and hands values to the machine.
+#include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/e2b.hpp"
 
@@ -42,31 +43,10 @@ Result<Origin> parse_origin(std::string_view url, const std::string& ca_file) {
     rest.remove_suffix(1);
   if (rest.find_first_of("/?#@ ") != std::string_view::npos)
     return bad("only a scheme, a host and a port");
-  std::string_view name = rest;
-  if (!rest.empty() && rest.front() == '[') {
-    const std::size_t close = rest.find(']');
-    if (close == std::string_view::npos) return bad("unclosed [");
-    name = rest.substr(1, close - 1);
-    rest.remove_prefix(close + 1);
-    if (!rest.empty() && rest.front() != ':') return bad("junk after ]");
-    if (!rest.empty()) rest.remove_prefix(1);
-  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    name = rest.substr(0, colon);
-    rest.remove_prefix(colon + 1);
-  } else {
-    rest = {};
-  }
-  if (!rest.empty()) {
-    unsigned long p = 0;
-    for (char c : rest) {
-      if (c < '0' || c > '9' || p > 65535) return bad("bad port");
-      p = p * 10 + static_cast<unsigned long>(c - '0');
-    }
-    if (p == 0 || p > 65535) return bad("bad port");
-    o.endpoint.port = static_cast<std::uint16_t>(p);
-  }
-  if (name.empty()) return bad("no host name");
-  o.endpoint.address = std::string(name);
+  auto hp = backend::parse_host_port(rest, o.endpoint.port);
+  if (!hp) return bad(hp.problem().detail);
+  o.endpoint.address = std::move(hp.value().host);
+  o.endpoint.port = hp.value().port;
   const bool default_port = o.endpoint.port == (o.endpoint.tls ? 443 : 80);
   const bool v6 = o.endpoint.address.find(':') != std::string::npos;
   o.host = (v6 ? "[" + o.endpoint.address + "]" : o.endpoint.address) +
@@ -105,16 +85,8 @@ Result<Config> config_for(const Dsn& dsn) {
 }
 
 BackendEntry backend_entry() {
-  BackendEntry e;
-  e.scheme = "e2b";
-  e.summary = "E2B cloud microVMs (control plane, envd and the code interpreter)";
-  e.factory = [](const Dsn& dsn) -> Result<std::unique_ptr<Machine>> {
-    auto config = config_for(dsn);
-    if (!config) return config.problem();
-    return make_machine(std::move(config).value());
-  };
-  e.options.assign(std::begin(kOptions), std::end(kOptions));
-  return e;
+  return backend::entry("e2b", "E2B cloud microVMs (control plane, envd and the code interpreter)",
+                        kOptions, config_for, make_machine);
 }
 
 }  // namespace sandboxio::e2b

@@ -51,7 +51,8 @@ OpId E2bMachine::submit_connect(std::string sandbox_id, const CreateOptions& opt
                      std::chrono::seconds(std::strtoll(std::string(*life).c_str(), nullptr, 10));
              }
              const std::string state(doc.value().string_at("state").value_or("running"));
-             if (state != "paused") return void(complete(id, info_of(SandboxState::Running), t));
+             if (state != "paused")
+               return void(complete(id, sandbox_info(SandboxState::Running, lifetime_), t));
              // A paused sandbox is resumed by connecting to it.
              JsonWriter w;
              w.begin_object()
@@ -64,7 +65,7 @@ OpId E2bMachine::submit_connect(std::string sandbox_id, const CreateOptions& opt
                         if (!r2) return void(fail(id, r2.problem(), t2));
                         if (r2.value().status != 200 && r2.value().status != 201)
                           return void(fail(id, api_problem(r2.value(), "resume"), t2));
-                        complete(id, info_of(SandboxState::Running), t2);
+                        complete(id, sandbox_info(SandboxState::Running, lifetime_), t2);
                       });
            });
   return id;
@@ -149,7 +150,7 @@ void E2bMachine::create_sandbox(OpId id, const std::string& target, Instant now)
       lifetime_ = options_->lifetime;
       expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime_);
       name_sandbox(sandbox_, id);
-      return void(complete(id, info_of(SandboxState::Running), t));
+      return void(complete(id, sandbox_info(SandboxState::Running, lifetime_), t));
     }
     if (!alive(id)) return;
     // A control plane without the v2 endpoint: the v1 one (SDKs up to 2.50 use it).
@@ -286,7 +287,7 @@ OpId E2bMachine::submit_resume(std::chrono::seconds lifetime, Instant now) {
              paused_ = false;
              lifetime_ = lifetime;
              expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
-             complete(id, info_of(SandboxState::Running), t);
+             complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
            });
   return id;
 }

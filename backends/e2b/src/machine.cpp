@@ -15,12 +15,9 @@ namespace sandboxio::e2b {
 namespace detail {
 
 E2bMachine::E2bMachine(Config config)
-    : MachineCore("e2b", IsolationTier::Microvm), config_(std::move(config)), http_(out_, "E2B") {}
+    : HttpMachine("e2b", IsolationTier::Microvm, "E2B"), config_(std::move(config)) {}
 
 // ---- inputs ----
-void E2bMachine::handle_connected(ConnId id, Instant) {
-  http_.connected(id);
-}
 
 void E2bMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) {
   backend::Exchange* x = http_.find(id);
@@ -33,15 +30,6 @@ void E2bMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) 
         "doctor` checks the control plane.";
   }
   http_.finish(id, std::move(problem), now);
-}
-
-std::size_t E2bMachine::handle_bytes(ConnId id, std::string_view data, Instant now) {
-  // Backpressure: a command's output waits in the driver while its consumer is behind.
-  return http_.feed(id, data, now, [this](OpId op) { return held_back(op); }).used;
-}
-
-void E2bMachine::handle_eof(ConnId id, Instant now) {
-  http_.eof(id, now);
 }
 
 void E2bMachine::handle_timeout(Instant now) {
@@ -109,7 +97,10 @@ OpId E2bMachine::submit_info(Instant now) {
     auto doc = json::parse(r.value().body);
     if (!doc) return void(fail(id, doc.problem(), t));
     const std::string state(doc.value().string_at("state").value_or("running"));
-    complete(id, info_of(state == "paused" ? SandboxState::Paused : SandboxState::Running), t);
+    complete(
+        id,
+        sandbox_info(state == "paused" ? SandboxState::Paused : SandboxState::Running, lifetime_),
+        t);
   });
   return id;
 }
@@ -221,18 +212,6 @@ std::optional<Problem> E2bMachine::need_sandbox(Instant now, bool paused_ok) con
   return std::nullopt;
 }
 
-SandboxInfo E2bMachine::info_of(SandboxState state) const {
-  SandboxInfo info;
-  info.backend = "e2b";
-  info.id = sandbox_;
-  info.tier = tier();
-  info.capabilities = capabilities();
-  info.network = options_ ? options_->network : NetworkPolicy{};
-  info.state = state;
-  info.lifetime = lifetime_;
-  return info;
-}
-
 // ---- HTTP exchanges ----
 Origin E2bMachine::envd_origin(std::string_view port) const {
   if (config_.sandbox) return *config_.sandbox;
@@ -331,11 +310,6 @@ ConnId E2bMachine::send(OpId op, Origin origin, http::Request req, Then then, in
   const ConnId id = http_.start(op, endpoint, std::move(wire), std::move(wrapped), std::move(what));
   http_.find(id)->origin = where;
   return id;
-}
-
-bool E2bMachine::held_back(OpId op) const {
-  auto it = ops_.find(op);
-  return it != ops_.end() && it->second.output.held(limits_);
 }
 
 void E2bMachine::close_conns_of(OpId op) {

@@ -87,46 +87,45 @@ struct OpState {
   std::vector<ManagedSandbox> listed{};
 };
 
-class E2bMachine final : public backend::MachineCore<OpState>, public Extensions {
+class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions {
  public:
   explicit E2bMachine(Config config);
 
   CapabilitySet capabilities() const noexcept override { return declared_capabilities(); }
 
-  // ---- inputs (machine.cpp) ----
-  void handle_connected(ConnId id, Instant now) override;
+  // ---- machine.cpp: inputs, deadlines, retries, cancel, info, kill ----
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override;
-  std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override;
-  void handle_eof(ConnId id, Instant now) override;
   void handle_timeout(Instant now) override;
+  OpId submit_info(Instant now) override;
+  OpId submit_kill(Instant now) override;
+  void submit_cancel(OpId id, Instant now) override;
+  bool busy() const override;
+  std::optional<Instant> poll_deadline() const override;
 
-  // ---- commands ----
+  // ---- control_plane.cpp (pause, resume and the lifetime are the typed extensions) ----
   OpId submit_create(const CreateOptions& options, Instant now) override;
   OpId submit_connect(std::string sandbox_id, const CreateOptions& options, Instant now) override;
-  OpId submit_info(Instant now) override;
+  OpId submit_list_managed(std::map<std::string, std::string> wanted, Instant now) override;
+  OpId submit_remove_managed(std::string sandbox_id, Instant now) override;
+  OpId submit_pause(Instant now) override;
+  OpId submit_resume(std::chrono::seconds lifetime, Instant now) override;
+  OpId submit_set_lifetime(std::chrono::seconds lifetime, Instant now) override;
+
+  // ---- envd_process.cpp ----
   OpId submit_run(Command command, Instant now) override;
   OpId submit_stream(Command command, Instant now) override;
-  OpId submit_run_code(CodeRequest request, Instant now) override;
-  OpId submit_create_context(std::string language, Instant now) override;
+  OpId submit_run_pty(Command command, std::uint16_t cols, std::uint16_t rows,
+                      Instant now) override;
+
+  // ---- envd_files.cpp ----
   OpId submit_write_file(std::string file, Bytes data, Instant now) override;
   OpId submit_read_file(std::string file, Instant now) override;
   OpId submit_list_files(std::string dir, Instant now) override;
   OpId submit_remove_file(std::string file, Instant now) override;
-  OpId submit_kill(Instant now) override;
-  OpId submit_list_managed(std::map<std::string, std::string> wanted, Instant now) override;
-  OpId submit_remove_managed(std::string sandbox_id, Instant now) override;
-  void submit_cancel(OpId id, Instant now) override;
 
-  // ---- extensions ----
-  OpId submit_pause(Instant now) override;
-  OpId submit_resume(std::chrono::seconds lifetime, Instant now) override;
-  OpId submit_set_lifetime(std::chrono::seconds lifetime, Instant now) override;
-  OpId submit_run_pty(Command command, std::uint16_t cols, std::uint16_t rows,
-                      Instant now) override;
-
-  // ---- outputs ----
-  bool busy() const override;
-  std::optional<Instant> poll_deadline() const override;
+  // ---- code_interpreter.cpp ----
+  OpId submit_run_code(CodeRequest request, Instant now) override;
+  OpId submit_create_context(std::string language, Instant now) override;
 
  private:
   struct Retry {
@@ -139,21 +138,18 @@ class E2bMachine final : public backend::MachineCore<OpState>, public Extensions
   };
 
   Problem gone_problem() const override;
-  std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
 
   // machine.cpp
   static Problem not_found(const std::string& id);
   std::optional<Problem> need_key() const;
   Problem api_problem(const Reply& r, std::string_view what) const;
   std::optional<Problem> need_sandbox(Instant now, bool paused_ok = false) const;
-  SandboxInfo info_of(SandboxState state) const;
   Origin envd_origin(std::string_view port) const;
   http::Request envd_request(std::string method, std::string target, std::string_view port) const;
   ConnId api_call(OpId op, std::string method, std::string target, Bytes body, Then then);
   ConnId rpc(OpId op, std::string_view method, Bytes body, Then then);
   ConnId code_call(OpId op, std::string method, std::string target, Bytes body, Then then);
   ConnId send(OpId op, Origin origin, http::Request req, Then then, int attempt = 0);
-  bool held_back(OpId op) const;
   void close_conns_of(OpId op);
 
   // control_plane.cpp
@@ -197,7 +193,6 @@ class E2bMachine final : public backend::MachineCore<OpState>, public Extensions
   void finish_code(OpId id, Instant now, bool wait_for_context = false);
 
   Config config_;
-  backend::Exchanges http_;
   std::string sandbox_{};
   std::string access_token_{};
   std::string domain_{};

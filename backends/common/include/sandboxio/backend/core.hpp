@@ -75,6 +75,15 @@ struct OpBase {
 /// The problem of an operation whose deadline passed without a backend-specific meaning.
 [[nodiscard]] Problem expired(Operation operation, std::chrono::milliseconds after);
 
+/// "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (the rest of a URL after its scheme): the host
+/// name and the port (`default_port` when none is given). A bad text is InvalidOption whose
+/// detail says what is wrong with it ("bad port"), for the caller to put in context.
+struct HostPort {
+  std::string host{};
+  std::uint16_t port = 0;
+};
+[[nodiscard]] Result<HostPort> parse_host_port(std::string_view text, std::uint16_t default_port);
+
 /// The problem of a file that does not exist in the sandbox.
 [[nodiscard]] Problem missing_file(const std::string& path);
 
@@ -202,6 +211,19 @@ class MachineCore : public Machine {
     if (Op* o = find_op(op)) o->record.sandbox_id = sandbox_id_;
   }
   [[nodiscard]] const std::string& sandbox_id() const { return sandbox_id_; }
+
+  /// What info(), create() and connect() answer: this sandbox as the backend declares it.
+  [[nodiscard]] SandboxInfo sandbox_info(SandboxState state, std::chrono::seconds lifetime) const {
+    SandboxInfo info;
+    info.backend = scheme_;
+    info.id = sandbox_id_;
+    info.tier = tier_;
+    info.capabilities = capabilities();
+    info.network = options_ ? options_->network : NetworkPolicy{};
+    info.state = state;
+    info.lifetime = lifetime;
+    return info;
+  }
 
   /// Operations whose deadline passed; their deadline is cleared (each is handed back once).
   [[nodiscard]] std::vector<OpId> due(Instant now) {

@@ -102,4 +102,32 @@ class Exchanges {
   ConnId next_ = 1;
 };
 
+/// The core of a machine that speaks HTTP/1.1 to its backend: the operation table and the
+/// exchanges, with the inputs every such machine answers the same way.
+template <class State>
+class HttpMachine : public MachineCore<State> {
+ public:
+  void handle_connected(ConnId id, Instant) override { http_.connected(id); }
+  /// Reply bytes; an exchange that carries a stream()'s output waits while its consumer is
+  /// Limits::stream_buffer behind (the bytes stay with the driver: backpressure).
+  std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override {
+    return http_.feed(id, data, now, [this](OpId op) { return held(op); }).used;
+  }
+  void handle_eof(ConnId id, Instant now) override { http_.eof(id, now); }
+
+ protected:
+  HttpMachine(std::string scheme, IsolationTier tier, std::string peer)
+      : MachineCore<State>(std::move(scheme), tier), http_(this->out_, std::move(peer)) {}
+  [[nodiscard]] std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
+  [[nodiscard]] bool held(OpId id) const {
+    if constexpr (requires(const State& s) { s.output.held(this->limits_); }) {
+      auto it = this->ops_.find(id);
+      return it != this->ops_.end() && it->second.output.held(this->limits_);
+    }
+    return false;
+  }
+
+  Exchanges http_;
+};
+
 }  // namespace sandboxio::backend
