@@ -296,4 +296,84 @@ class Machine {
   std::optional<WallAnchor> wall_anchor_{};
 };
 
+/// A machine that hands every call to another one: the base of wrappers that look at or
+/// change a few calls (the admission guard, a recorder of a session's inputs).
+class ForwardingMachine : public Machine {
+ public:
+  /// Owns the machine it forwards to.
+  explicit ForwardingMachine(std::unique_ptr<Machine> inner)
+      : owned_(std::move(inner)), inner_(owned_.get()) {}
+  /// Forwards to a machine someone else owns, which must outlive this one.
+  explicit ForwardingMachine(Machine& inner) : inner_(&inner) {}
+
+  std::string_view scheme() const noexcept override { return inner_->scheme(); }
+  CapabilitySet capabilities() const noexcept override { return inner_->capabilities(); }
+  IsolationTier tier() const noexcept override { return inner_->tier(); }
+  void handle_connected(ConnId c, Instant now) override { inner_->handle_connected(c, now); }
+  void handle_connect_failed(ConnId c, Problem p, Instant now) override {
+    inner_->handle_connect_failed(c, std::move(p), now);
+  }
+  std::size_t handle_bytes(ConnId c, std::string_view d, Instant now) override {
+    return inner_->handle_bytes(c, d, now);
+  }
+  void handle_eof(ConnId c, Instant now) override { inner_->handle_eof(c, now); }
+  void handle_timeout(Instant now) override { inner_->handle_timeout(now); }
+  void handle_consumed(OpId op, std::size_t n, Instant now) override {
+    inner_->handle_consumed(op, n, now);
+  }
+  void handle_wall_clock(Instant at, std::chrono::system_clock::time_point wall) override {
+    inner_->handle_wall_clock(at, wall);
+  }
+  void handle_owners_gone(std::vector<std::string> gone, Instant now) override {
+    inner_->handle_owners_gone(std::move(gone), now);
+  }
+  OpId submit_create(const CreateOptions& o, Instant now) override {
+    return inner_->submit_create(o, now);
+  }
+  OpId submit_connect(std::string id, const CreateOptions& o, Instant now) override {
+    return inner_->submit_connect(std::move(id), o, now);
+  }
+  OpId submit_info(Instant now) override { return inner_->submit_info(now); }
+  OpId submit_run(Command c, Instant now) override { return inner_->submit_run(std::move(c), now); }
+  OpId submit_stream(Command c, Instant now) override {
+    return inner_->submit_stream(std::move(c), now);
+  }
+  OpId submit_run_code(CodeRequest r, Instant now) override {
+    return inner_->submit_run_code(std::move(r), now);
+  }
+  OpId submit_create_context(std::string l, Instant now) override {
+    return inner_->submit_create_context(std::move(l), now);
+  }
+  OpId submit_write_file(std::string p, Bytes d, Instant now) override {
+    return inner_->submit_write_file(std::move(p), std::move(d), now);
+  }
+  OpId submit_read_file(std::string p, Instant now) override {
+    return inner_->submit_read_file(std::move(p), now);
+  }
+  OpId submit_list_files(std::string p, Instant now) override {
+    return inner_->submit_list_files(std::move(p), now);
+  }
+  OpId submit_remove_file(std::string p, Instant now) override {
+    return inner_->submit_remove_file(std::move(p), now);
+  }
+  OpId submit_kill(Instant now) override { return inner_->submit_kill(now); }
+  OpId submit_list_managed(std::map<std::string, std::string> l, Instant now) override {
+    return inner_->submit_list_managed(std::move(l), now);
+  }
+  OpId submit_remove_managed(std::string id, Instant now) override {
+    return inner_->submit_remove_managed(std::move(id), now);
+  }
+  void submit_cancel(OpId op, Instant now) override { inner_->submit_cancel(op, now); }
+  std::optional<Request> poll_request() override { return inner_->poll_request(); }
+  std::optional<Event> poll_event() override { return inner_->poll_event(); }
+  std::optional<Instant> poll_deadline() const override { return inner_->poll_deadline(); }
+  bool busy() const override { return inner_->busy(); }
+  std::string describe(Instant now) const override { return inner_->describe(now); }
+  Machine& backend() noexcept override { return inner_->backend(); }
+
+ private:
+  std::unique_ptr<Machine> owned_{};
+  Machine* inner_;
+};
+
 }  // namespace sandboxio
