@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string_view>
 
 #include "sandboxio/dsn.hpp"
@@ -22,6 +23,12 @@ bool is_terminal(FILE* stream) {
 Style style_for(FILE* stream) {
   const char* no_color = std::getenv("NO_COLOR");
   return Style{is_terminal(stream) && (no_color == nullptr || *no_color == '\0')};
+}
+
+void print_warnings(const std::vector<sandboxio::Problem>& warnings) {
+  const Style err = style_for(stderr);
+  for (const auto& w : warnings)
+    std::cerr << err.bad("sandboxio: warning: ") << w.describe() << "\n";
 }
 
 std::string printable(std::string text) {

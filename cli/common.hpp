@@ -7,6 +7,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "sandboxio/result.hpp"
 
 namespace sandboxio::cli {
 
@@ -29,6 +32,8 @@ bool is_terminal(FILE* stream);
 
 /// One line of text without trailing newlines and with control characters replaced.
 std::string printable(std::string text);
+/// Prints a sandbox's warnings on stderr ("sandboxio: warning: ..."): the library never does.
+void print_warnings(const std::vector<sandboxio::Problem>& warnings);
 
 /// Measures steps one after another.
 class Stopwatch {

@@ -21,6 +21,7 @@ int demo(const std::string& requested) {
   sandboxio::CreateOptions options;
   options.lifetime = std::chrono::minutes(5);
   auto sandbox = sandboxio::sync::Sandbox::create(dsn, options);
+  print_warnings(sandbox.warnings());
   line("create",
        sandbox.id().substr(0, 12) + " (tier " + std::string(sandbox.tier().name()) + ", network " +
            sandbox.info().network.describe() + ")",

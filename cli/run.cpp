@@ -76,6 +76,7 @@ int run(const RunArgs& a) {
   if (progress) std::cerr << style_for(stderr).dim("sandboxio: creating the sandbox...") << "\r";
   auto sb = sync::Sandbox::create(dsn, options);
   if (progress) std::cerr << "\033[2K";
+  print_warnings(sb.warnings());
   for (const auto& f : a.files) {
     const std::size_t colon = f.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == f.size()) {

@@ -83,6 +83,10 @@ class AuditSink {
  public:
   virtual ~AuditSink() = default;
   [[nodiscard]] virtual Result<void> write(const OperationRecord& record) = 0;
+  /// A warning about the sandbox (an UNKNOWN tier, a sink that timed out, a teardown that may
+  /// have left an orphan). It is also in the sandbox's warnings(); the library never prints
+  /// it. Must return promptly. The default drops it.
+  virtual void warn(const Problem& problem) { (void)problem; }
 };
 
 /// Discards every record.

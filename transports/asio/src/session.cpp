@@ -9,7 +9,6 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/write.hpp>
-#include <cstdio>
 #include <deque>
 #include <map>
 #include <set>
@@ -253,8 +252,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void warn(const Problem& problem) {
-    std::fprintf(stderr, "sandboxio: warning: %s\n", problem.describe().c_str());
     warnings_.push_back(problem);
+    if (options_.audit.sink) options_.audit.sink->warn(problem);
   }
 
   void route(Event ev, std::set<OpId>& touched) {

@@ -1,7 +1,5 @@
 #include "session.hpp"
 
-#include <cstdio>
-
 #include "sandboxio/config.hpp"
 #include "sandboxio/duration.hpp"
 
@@ -59,8 +57,8 @@ void Session::deliver_record(event::Record ev) {
 }
 
 void Session::warn(const Problem& problem) {
-  std::fprintf(stderr, "sandboxio: warning: %s\n", problem.describe().c_str());
   warnings.push_back(problem);
+  if (options_.audit.sink) options_.audit.sink->warn(problem);
 }
 
 void Session::pump() {

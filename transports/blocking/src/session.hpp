@@ -61,7 +61,7 @@ class Session {
     bool possible_orphan = false;
   };
   void pump();
-  /// Reports a warning: on stderr, and in this sandbox's warnings().
+  /// Reports a warning: in this sandbox's warnings(), and to its audit sink's warn().
   void warn(const Problem& problem);
   /// Blocks until I/O or the machine's deadline, bounded by `limit`; feeds what happened.
   void block(std::optional<Instant> limit = std::nullopt);

@@ -85,6 +85,11 @@ Result<void> StderrLogSink::write(const OperationRecord& r) {
   return {};
 }
 
+void StderrLogSink::warn(const Problem& problem) {
+  const std::string line = "sandboxio: warning: " + problem.describe() + "\n";
+  (void)std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 struct AuditDispatcher::Shared {
   struct Job {
     OperationRecord record;
@@ -202,9 +207,9 @@ std::shared_ptr<AuditDispatcher> shared_audit_dispatcher(const AuditSettings& au
   }
   auto& weak = (*dispatchers)[Key{audit.sink.get(), timeout.count(), audit.on_failure}];
   if (auto existing = weak.lock()) return existing;
-  auto d = std::make_shared<AuditDispatcher>(
-      audit.sink, timeout, audit.on_failure, [](const Problem& p) {
-        std::fprintf(stderr, "sandboxio: warning: %s\n", p.describe().c_str());
+  auto d =
+      std::make_shared<AuditDispatcher>(audit.sink, timeout, audit.on_failure, [](const Problem&) {
+        // Sink timeouts reach each sandbox through deliver()'s own warn: nothing to do here.
       });
   weak = d;
   return d;

@@ -56,6 +56,8 @@ class JsonLinesFileSink final : public AuditSink {
 class StderrLogSink final : public AuditSink {
  public:
   Result<void> write(const OperationRecord& record) override;
+  /// "sandboxio: warning: ..." on stderr.
+  void warn(const Problem& problem) override;
 };
 
 /// Delivers records to one sink on a worker thread, waiting at most `timeout` for each. A
