@@ -41,8 +41,8 @@
 
 #include "bench_support.hpp"
 #include "sandboxio/async.hpp"
+#include "sandboxio/codec/tar.hpp"
 #include "sandboxio/sync.hpp"
-#include "sandboxio/tar.hpp"
 
 namespace {
 

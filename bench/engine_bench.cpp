@@ -7,15 +7,15 @@
 #include <map>
 #include <string>
 
-#include "sandboxio/base64.hpp"
-#include "sandboxio/connect.hpp"
+#include "sandboxio/codec/base64.hpp"
+#include "sandboxio/codec/connect.hpp"
+#include "sandboxio/codec/docker_stream.hpp"
+#include "sandboxio/codec/http.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/tar.hpp"
 #include "sandboxio/docker.hpp"
-#include "sandboxio/docker_stream.hpp"
 #include "sandboxio/e2b.hpp"
-#include "sandboxio/http.hpp"
-#include "sandboxio/json.hpp"
 #include "sandboxio/sync.hpp"
-#include "sandboxio/tar.hpp"
 
 namespace {
 

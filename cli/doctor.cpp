@@ -5,8 +5,8 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/config.hpp"
-#include "sandboxio/json_writer.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace sandboxio::cli {

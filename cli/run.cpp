@@ -8,7 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/routing.hpp"
 #include "sandboxio/sync.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "sandboxio/connect.hpp"
+#include "sandboxio/codec/connect.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   using namespace sandboxio;

@@ -2,7 +2,7 @@
 // never crashes; payload bytes out never exceed bytes in.
 #include <cstdlib>
 
-#include "sandboxio/docker_stream.hpp"
+#include "sandboxio/codec/docker_stream.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   if (size < 1) return 0;

@@ -3,7 +3,7 @@
 // stalls (every feed either consumes, completes, upgrades, errs, or waits for take_body).
 #include <cstdlib>
 
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/http.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   if (size < 1) return 0;

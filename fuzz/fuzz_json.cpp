@@ -2,7 +2,7 @@
 // crashes; anything accepted has a root whose nesting respects the depth bound.
 #include <cstdlib>
 
-#include "sandboxio/json.hpp"
+#include "sandboxio/codec/json.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // crashes; no line returned is longer than the bound or contains a newline.
 #include <cstdlib>
 
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/http.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   if (size < 1) return 0;

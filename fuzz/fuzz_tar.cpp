@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sandboxio/tar.hpp"
+#include "sandboxio/codec/tar.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "sandboxio/base64.hpp"
+#include "sandboxio/codec/base64.hpp"
 
 #include <array>
 #include <cstdint>

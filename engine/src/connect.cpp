@@ -1,4 +1,4 @@
-#include "sandboxio/connect.hpp"
+#include "sandboxio/codec/connect.hpp"
 
 namespace sandboxio::connect {
 

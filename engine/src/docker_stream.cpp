@@ -1,4 +1,4 @@
-#include "sandboxio/docker_stream.hpp"
+#include "sandboxio/codec/docker_stream.hpp"
 
 namespace sandboxio::docker {
 

@@ -8,10 +8,22 @@
 namespace sandboxio {
 namespace {
 
+// Where an error's page is: SANDBOXIO_ERROR_URL_BASE + "SBX_E1234" + SANDBOXIO_ERROR_URL_SUFFIX,
+// a build setting (CMake cache variables of the same names). The default points at the page in
+// the repository, docs/errors/SBX_E1234.md; a build that publishes the docs as a site sets the
+// site's address.
+#ifndef SANDBOXIO_ERROR_URL_BASE
+#define SANDBOXIO_ERROR_URL_BASE "docs/errors/"
+#endif
+#ifndef SANDBOXIO_ERROR_URL_SUFFIX
+#define SANDBOXIO_ERROR_URL_SUFFIX ".md"
+#endif
+
 constexpr std::array kCatalog{
 #define SBX_ERROR(code, name, message, hint) \
-  ErrorInfo{(code),  "SBX_E" #code, #name,   \
-            message, hint,          "https://sandboxio.dev/errors/SBX_E" #code},
+  ErrorInfo{(code), "SBX_E" #code,           \
+            #name,  message,                 \
+            hint,   SANDBOXIO_ERROR_URL_BASE "SBX_E" #code SANDBOXIO_ERROR_URL_SUFFIX},
 #include "sandboxio/error_catalog.inc"
 #undef SBX_ERROR
 };

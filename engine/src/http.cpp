@@ -1,4 +1,4 @@
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/http.hpp"
 
 #include <llhttp.h>
 

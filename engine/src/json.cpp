@@ -1,5 +1,5 @@
 // JSON reading with simdjson's DOM parser, copied into an owned tree with bounded depth.
-#include "sandboxio/json.hpp"
+#include "sandboxio/codec/json.hpp"
 
 #include <simdjson.h>
 

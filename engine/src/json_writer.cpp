@@ -1,4 +1,4 @@
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 
 #include <charconv>
 #include <cmath>

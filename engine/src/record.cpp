@@ -1,7 +1,7 @@
 #include "sandboxio/record.hpp"
 
+#include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/errors.hpp"
-#include "sandboxio/json_writer.hpp"
 
 namespace sandboxio {
 

@@ -1,4 +1,4 @@
-#include "sandboxio/shell.hpp"
+#include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio {
 

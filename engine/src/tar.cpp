@@ -1,5 +1,5 @@
 // ustar + PAX, written and read in 512-byte blocks.
-#include "sandboxio/tar.hpp"
+#include "sandboxio/codec/tar.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -8,9 +8,9 @@
 
 #include "sandboxio/async.hpp"
 #include "sandboxio/dsn.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/json_writer.hpp"
-#include "sandboxio/base64.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/json_writer.hpp"
+#include "sandboxio/codec/base64.hpp"
 #include "sandboxio/mcp.hpp"
 
 namespace sandboxio::mcp {

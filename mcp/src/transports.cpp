@@ -9,7 +9,7 @@
 #include <iostream>
 #include <thread>
 
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/http.hpp"
 #include "sandboxio/mcp.hpp"
 
 namespace sandboxio::mcp {

@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 
 #include "e2b_support.hpp"
-#include "sandboxio/base64.hpp"
+#include "sandboxio/codec/base64.hpp"
 #include "sandboxio/e2b.hpp"
 #include "sandboxio/sync.hpp"
 
@@ -202,46 +202,41 @@ TEST_F(E2b, TheCommandLineSpeaksE2b) {
 
 namespace {
 
-// E2B-only operations through native_call: pause and resume, the lifetime moved, a PTY.
-TEST_F(E2b, PauseResumeLifetimeAndPtyThroughNativeCall) {
+// E2B-only operations, typed (sync::e2b) and through native_call: pause and resume, the
+// lifetime moved, a PTY; another backend refuses them with its code.
+TEST_F(E2b, PauseResumeLifetimeAndPtyAsTypedCalls) {
   using sandboxio::Instant;
   using sandboxio::Machine;
-  namespace e2b = sandboxio::e2b;
+  namespace typed = sandboxio::sync::e2b;
   auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn());
   ASSERT_TRUE(sb.run({"sh", "-c", "echo kept > /tmp/state"}).ok());
-  sb.native_call([](Machine& m, Instant now) { return e2b::extensions(m).submit_pause(now); });
+  typed::pause(sb);
   EXPECT_EQ(sb.info().state, sandboxio::SandboxState::Paused);
   EXPECT_EQ(error_of([&] { (void)sb.run({"true"}); }).code(), errc::SandboxGone);
-  const auto resumed = sb.native_call([](Machine& m, Instant now) {
-    return e2b::extensions(m).submit_resume(std::chrono::seconds(120), now);
-  });
-  EXPECT_EQ(std::get<sandboxio::SandboxInfo>(resumed).lifetime, std::chrono::seconds(120));
+  EXPECT_EQ(typed::resume(sb, std::chrono::seconds(120)).lifetime, std::chrono::seconds(120));
   EXPECT_EQ(sb.run({"cat", "/tmp/state"}).stdout_bytes, "kept\n");
 
-  sb.native_call([](Machine& m, Instant now) {
-    return e2b::extensions(m).submit_set_lifetime(std::chrono::seconds(1), now);
-  });
+  typed::set_lifetime(sb, std::chrono::seconds(1));
   sandboxio::Command sleeper;
   sleeper.argv = {"sleep", "30"};
   EXPECT_EQ(sb.run(sleeper).termination, sandboxio::Termination::SandboxGone)
       << "the shortened lifetime did not end the sandbox";
 
   auto tty = sandboxio::sync::Sandbox::create(e2b_server().dsn());
-  const auto pty = std::get<sandboxio::ExecResult>(tty.native_call([](Machine& m, Instant now) {
-    sandboxio::Command c;
-    c.argv = {"sh", "-c", "test -t 1 && echo on-a-terminal; stty size"};
-    return e2b::extensions(m).submit_run_pty(std::move(c), 100, 30, now);
-  }));
+  sandboxio::Command c;
+  c.argv = {"sh", "-c", "test -t 1 && echo on-a-terminal; stty size"};
+  const auto pty = typed::run_pty(tty, std::move(c), 100, 30);
   EXPECT_EQ(pty.exit_code, 0);
   EXPECT_NE(pty.stdout_bytes.find("on-a-terminal"), std::string::npos) << pty.stdout_bytes;
   EXPECT_NE(pty.stdout_bytes.find("30 100"), std::string::npos) << pty.stdout_bytes;
+  // The untyped way still reaches the same machine.
+  std::error_code ec;
+  (void)tty.native_call(
+      [](Machine& m, Instant now) { return sandboxio::e2b::extensions(m).submit_pause(now); }, ec);
+  EXPECT_FALSE(ec) << ec.message();
 
   auto fake = sandboxio::sync::Sandbox::create("fake://");
-  EXPECT_EQ(error_of([&] {
-              fake.native_call(
-                  [](Machine& m, Instant now) { return e2b::extensions(m).submit_pause(now); });
-            }).code(),
-            errc::CapabilityNotSupported);
+  EXPECT_EQ(error_of([&] { typed::pause(fake); }).code(), errc::CapabilityNotSupported);
 }
 
 }  // namespace

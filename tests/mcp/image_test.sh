@@ -10,7 +10,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 tag=sandboxio/mcp:test-$$
 trap 'docker rmi -f "$tag" >/dev/null 2>&1 || true' EXIT
-"$root/docker/mcp/build.sh" "${1:?}" "$tag" >/dev/null
+"$root/mcp/image/build.sh" "${1:?}" "$tag" >/dev/null
 uid=$(docker run --rm --entrypoint id "$tag" -u)
 [ "$uid" = 10001 ] || { echo "FAIL: the image runs as uid $uid, not 10001" >&2; exit 1; }
 session=$(printf '%s\n' \

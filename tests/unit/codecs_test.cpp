@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "sandboxio/docker_stream.hpp"
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/docker_stream.hpp"
+#include "sandboxio/codec/http.hpp"
 
 using namespace sandboxio;
 

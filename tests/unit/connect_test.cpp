@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "sandboxio/base64.hpp"
-#include "sandboxio/connect.hpp"
+#include "sandboxio/codec/base64.hpp"
+#include "sandboxio/codec/connect.hpp"
+#include "sandboxio/codec/shell.hpp"
 #include "sandboxio/e2b.hpp"
-#include "sandboxio/shell.hpp"
 
 namespace {
 

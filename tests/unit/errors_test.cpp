@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "sandboxio/errors.hpp"
 #include "sandboxio/result.hpp"
@@ -18,7 +20,13 @@ TEST(ErrorCatalog, EveryEntryIsComplete) {
     EXPECT_TRUE(names.insert(e.name).second) << "duplicate name " << e.name;
     EXPECT_FALSE(e.message.empty()) << e.id;
     EXPECT_GE(e.hint.size(), 20u) << e.id << " needs a hint that tells the user what to do";
-    EXPECT_EQ(e.url, "https://sandboxio.dev/errors/" + std::string(e.id));
+    EXPECT_EQ(e.url, SBX_ERROR_URL_BASE + std::string(e.id) + SBX_ERROR_URL_SUFFIX);
+    if (std::string_view(SBX_ERROR_URL_BASE) ==
+        "docs/errors/") {  // the default: a page in the repository
+      EXPECT_TRUE(
+          std::ifstream(std::string(SBX_DOCS_DIR) + "/errors/" + std::string(e.id) + ".md").good())
+          << e.url << " is not a page of the repository";
+    }
     EXPECT_EQ(e.message.back(), '.') << e.id;
   }
 }
@@ -67,12 +75,13 @@ TEST(ErrorException, CarriesCodeHintCauseAndUrl) {
   EXPECT_EQ(e.code(), errc::ConnectionLost);
   EXPECT_EQ(e.sbx_code(), errc::ConnectionLost);
   EXPECT_EQ(e.hint(), sandboxio::error_info(errc::ConnectionLost).hint);
-  EXPECT_EQ(e.url(), "https://sandboxio.dev/errors/SBX_E1802");
+  EXPECT_EQ(e.url(), SBX_ERROR_URL_BASE + std::string("SBX_E1802") + SBX_ERROR_URL_SUFFIX);
   const std::string what = e.what();
   EXPECT_NE(what.find("SBX_E1802 ConnectionLost: the exec stream closed after 12 bytes"),
             std::string::npos);
   EXPECT_NE(what.find("Hint: "), std::string::npos);
-  EXPECT_NE(what.find("https://sandboxio.dev/errors/SBX_E1802"), std::string::npos);
+  EXPECT_NE(what.find(SBX_ERROR_URL_BASE + std::string("SBX_E1802") + SBX_ERROR_URL_SUFFIX),
+            std::string::npos);
   ASSERT_TRUE(e.cause());
   EXPECT_THROW(std::rethrow_exception(e.cause()), std::runtime_error);
   // Catchable as std::system_error, the Asio way.

@@ -285,6 +285,29 @@ TEST_F(FakeSync, FilesRoundTripAndCodedErrors) {
   EXPECT_EQ(ec, errc::InvalidPath);
   (void)sb.read_file("/data", ec);
   EXPECT_EQ(ec, errc::IsADirectory);
+  // '..' is refused on every backend, fake:// included.
+  (void)sb.read_file("/data/../etc/passwd", ec);
+  EXPECT_EQ(ec, errc::InvalidPath);
+  // Every operation has its error_code overload.
+  (void)sb.list_files("/no/such/dir", ec);
+  EXPECT_EQ(ec, errc::FileNotFound);
+  sb.remove_file("/no/such/file", ec);
+  EXPECT_EQ(ec, errc::FileNotFound);
+  EXPECT_EQ(sb.info(ec).id, sb.id());
+  EXPECT_FALSE(ec);
+  sandboxio::CodeRequest code;
+  code.code = "print(1)";
+  code.context = "no-such-context";
+  (void)sb.run_code(code, ec);
+  EXPECT_TRUE(ec);
+  (void)sb.create_context("python", ec);
+  EXPECT_FALSE(ec);
+  sandboxio::Command empty;
+  auto refused = sb.stream(empty, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_FALSE(refused.next());
+  sb.kill(ec);
+  EXPECT_FALSE(ec);
 }
 
 TEST_F(FakeSync, StatefulContextsAndRichResults) {

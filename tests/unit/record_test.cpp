@@ -2,7 +2,7 @@
 
 #include <simdjson.h>
 
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/record.hpp"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "sandboxio/json.hpp"
-#include "sandboxio/tar.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/tar.hpp"
 
 namespace {
 

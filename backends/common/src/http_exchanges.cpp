@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "sandboxio/json.hpp"
+#include "sandboxio/codec/json.hpp"
 
 namespace sandboxio::backend {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "machine.hpp"
-#include "sandboxio/json.hpp"
+#include "sandboxio/codec/json.hpp"
 
 namespace sandboxio::docker::detail {
 

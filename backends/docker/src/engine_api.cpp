@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "machine.hpp"
-#include "sandboxio/base64.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/json_writer.hpp"
-#include "sandboxio/shell.hpp"
+#include "sandboxio/codec/base64.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/json_writer.hpp"
+#include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio::docker::detail {
 

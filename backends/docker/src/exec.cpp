@@ -10,8 +10,8 @@
 #include <algorithm>
 
 #include "machine.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/shell.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio::docker::detail {
 

@@ -6,8 +6,8 @@
 //   kill:  DELETE /containers/{id} -> Done; 409 (removal under way) -> POST .../wait -> Done
 #include "machine.hpp"
 
+#include "sandboxio/codec/json.hpp"
 #include "sandboxio/duration.hpp"
-#include "sandboxio/json.hpp"
 
 namespace sandboxio::docker {
 namespace detail {

@@ -17,10 +17,10 @@
 
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/http_exchanges.hpp"
+#include "sandboxio/codec/docker_stream.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/tar.hpp"
 #include "sandboxio/docker.hpp"
-#include "sandboxio/docker_stream.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/tar.hpp"
 
 namespace sandboxio::docker::detail {
 

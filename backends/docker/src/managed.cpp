@@ -3,8 +3,8 @@
 //   list_managed:   GET /containers/json?all=1&filters={label:[...]} -> Done(managed sandboxes)
 //   remove_managed: GET /containers/{id}/json (managed?) -> DELETE ...?force=1 -> Done
 #include "machine.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 
 namespace sandboxio::docker::detail {
 

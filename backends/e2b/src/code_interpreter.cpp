@@ -5,7 +5,7 @@
 // A timeout or cancel interrupts the context (POST /contexts/{id}/restart) and reports the
 // termination; a context that cannot be reached asks whether the sandbox is gone.
 #include "machine.hpp"
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 
 namespace sandboxio::e2b::detail {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "machine.hpp"
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 
 namespace sandboxio::e2b::detail {
 

@@ -4,7 +4,7 @@
 //   list_files: filesystem.Filesystem/ListDir (depth 1) -> Done(entries)
 //   remove_file: filesystem.Filesystem/Stat (exists?) -> filesystem.Filesystem/Remove -> Done
 #include "machine.hpp"
-#include "sandboxio/json_writer.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 
 namespace sandboxio::e2b::detail {
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "machine.hpp"
-#include "sandboxio/base64.hpp"
-#include "sandboxio/json_writer.hpp"
-#include "sandboxio/shell.hpp"
+#include "sandboxio/codec/base64.hpp"
+#include "sandboxio/codec/json_writer.hpp"
+#include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio::e2b::detail {
 

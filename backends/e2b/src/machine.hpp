@@ -16,10 +16,10 @@
 
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/http_exchanges.hpp"
-#include "sandboxio/connect.hpp"
+#include "sandboxio/codec/connect.hpp"
+#include "sandboxio/codec/json.hpp"
+#include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/e2b.hpp"
-#include "sandboxio/json.hpp"
-#include "sandboxio/json_writer.hpp"
 
 namespace sandboxio::e2b::detail {
 

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "sandboxio/backend/core.hpp"
+#include "sandboxio/codec/shell.hpp"
 #include "sandboxio/duration.hpp"
 #include "sandboxio/fake.hpp"
-#include "sandboxio/shell.hpp"
 #include "world_impl.hpp"
 
 namespace sandboxio::fake {

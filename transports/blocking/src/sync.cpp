@@ -1,5 +1,7 @@
 #include "sandboxio/sync.hpp"
 
+#include "sandboxio/e2b.hpp"
+
 #include "sandboxio/config.hpp"
 #include "session.hpp"
 
@@ -11,6 +13,22 @@ T take(Completion&& c, const char* what) {
   if (auto* v = std::get_if<T>(&c)) return std::move(*v);
   throw Error(errc::ProtocolError,
               std::string("the backend answered ") + what + " with the wrong kind of value");
+}
+
+// The error_code overloads: the value, or `ec` set and a default value.
+template <class T>
+T value_or_code(detail::Session& session, OpId op, const char* what, std::error_code& ec) {
+  auto r = session.wait_result(op);
+  if (!r) {
+    ec = make_error_code(r.problem().code);
+    return T{};
+  }
+  ec.clear();
+  if constexpr (std::is_same_v<T, Completion>) {
+    return std::move(r).value();
+  } else {
+    return take<T>(std::move(r).value(), what);
+  }
 }
 
 std::shared_ptr<detail::Session> open_session(std::string_view text, CreateOptions options,
@@ -165,13 +183,7 @@ ExecResult Sandbox::run(Command command) {
 ExecResult Sandbox::run(Command command, std::error_code& ec) {
   const OpId op =
       session_->track(session_->machine().submit_run(std::move(command), session_->now()));
-  auto r = session_->wait_result(op);
-  if (!r) {
-    ec = r.problem().code;
-    return {};
-  }
-  ec.clear();
-  return take<ExecResult>(std::move(r).value(), "run()");
+  return value_or_code<ExecResult>(*session_, op, "run()", ec);
 }
 
 Process Sandbox::stream(std::vector<std::string> argv) {
@@ -219,8 +231,7 @@ void Sandbox::write_file(std::string path, Bytes data) {
 void Sandbox::write_file(std::string path, Bytes data, std::error_code& ec) {
   const OpId op = session_->track(
       session_->machine().submit_write_file(std::move(path), std::move(data), session_->now()));
-  auto r = session_->wait_result(op);
-  ec = r ? std::error_code() : make_error_code(r.problem().code);
+  (void)value_or_code<Completion>(*session_, op, "write_file()", ec);
 }
 
 Bytes Sandbox::read_file(std::string path) {
@@ -232,13 +243,61 @@ Bytes Sandbox::read_file(std::string path) {
 Bytes Sandbox::read_file(std::string path, std::error_code& ec) {
   const OpId op =
       session_->track(session_->machine().submit_read_file(std::move(path), session_->now()));
-  auto r = session_->wait_result(op);
-  if (!r) {
-    ec = r.problem().code;
-    return {};
-  }
+  return value_or_code<Bytes>(*session_, op, "read_file()", ec);
+}
+
+SandboxInfo Sandbox::info(std::error_code& ec) {
+  const OpId op = session_->track(session_->machine().submit_info(session_->now()));
+  return value_or_code<SandboxInfo>(*session_, op, "info()", ec);
+}
+
+Process Sandbox::stream(Command command, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_stream(std::move(command), session_->now()));
   ec.clear();
-  return take<Bytes>(std::move(r).value(), "read_file()");
+  if (session_->refused(op)) {
+    auto r = session_->wait_result(op);
+    if (!r) ec = make_error_code(r.problem().code);
+  }
+  return Process(session_, op);
+}
+
+ExecResult Sandbox::run_code(CodeRequest request, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_run_code(std::move(request), session_->now()));
+  return value_or_code<ExecResult>(*session_, op, "run_code()", ec);
+}
+
+CodeContext Sandbox::create_context(std::string language, std::error_code& ec) {
+  const OpId op = session_->track(
+      session_->machine().submit_create_context(std::move(language), session_->now()));
+  return value_or_code<CodeContext>(*session_, op, "create_context()", ec);
+}
+
+std::vector<FileInfo> Sandbox::list_files(std::string path, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_list_files(std::move(path), session_->now()));
+  return value_or_code<std::vector<FileInfo>>(*session_, op, "list_files()", ec);
+}
+
+void Sandbox::remove_file(std::string path, std::error_code& ec) {
+  const OpId op =
+      session_->track(session_->machine().submit_remove_file(std::move(path), session_->now()));
+  (void)value_or_code<Completion>(*session_, op, "remove_file()", ec);
+}
+
+void Sandbox::kill(std::error_code& ec) {
+  ec.clear();
+  if (session_->killed) return;
+  session_->killed = true;
+  const OpId op = session_->track(session_->machine().submit_kill(session_->now()));
+  (void)value_or_code<Completion>(*session_, op, "kill()", ec);
+}
+
+Completion Sandbox::native_call(const std::function<OpId(Machine&, Instant)>& submit,
+                                std::error_code& ec) {
+  const OpId op = session_->track(submit(session_->machine(), session_->now()));
+  return value_or_code<Completion>(*session_, op, "native_call()", ec);
 }
 
 std::vector<FileInfo> Sandbox::list_files(std::string path) {
@@ -273,6 +332,32 @@ Completion Sandbox::native_call(const std::function<OpId(Machine&, Instant)>& su
   const OpId op = session_->track(submit(session_->machine(), session_->now()));
   return session_->wait(op);
 }
+
+// ---- e2b://'s typed extensions ----
+
+namespace e2b {
+void pause(Sandbox& sandbox) {
+  (void)sandbox.native_call(
+      [](Machine& m, Instant now) { return sandboxio::e2b::extensions(m).submit_pause(now); });
+}
+SandboxInfo resume(Sandbox& sandbox, std::chrono::seconds lifetime) {
+  return take<SandboxInfo>(sandbox.native_call([lifetime](Machine& m, Instant now) {
+    return sandboxio::e2b::extensions(m).submit_resume(lifetime, now);
+  }),
+                           "resume()");
+}
+void set_lifetime(Sandbox& sandbox, std::chrono::seconds lifetime) {
+  (void)sandbox.native_call([lifetime](Machine& m, Instant now) {
+    return sandboxio::e2b::extensions(m).submit_set_lifetime(lifetime, now);
+  });
+}
+ExecResult run_pty(Sandbox& sandbox, Command command, std::uint16_t cols, std::uint16_t rows) {
+  return take<ExecResult>(sandbox.native_call([&](Machine& m, Instant now) {
+    return sandboxio::e2b::extensions(m).submit_run_pty(std::move(command), cols, rows, now);
+  }),
+                          "run_pty()");
+}
+}  // namespace e2b
 
 // ---- reaping ----
 

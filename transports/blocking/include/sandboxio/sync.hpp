@@ -77,6 +77,7 @@ class Sandbox {
   [[nodiscard]] CapabilitySet capabilities() const noexcept;
   [[nodiscard]] IsolationTier tier() const noexcept;
   [[nodiscard]] SandboxInfo info();
+  [[nodiscard]] SandboxInfo info(std::error_code& ec);
 
   /// Runs a command to its end and returns what it did. A non-zero exit, a timeout (the
   /// process tree is killed) or a signal is a result, not an exception.
@@ -86,21 +87,28 @@ class Sandbox {
   /// Starts a command whose output is read from the returned Process.
   [[nodiscard]] Process stream(std::vector<std::string> argv);
   [[nodiscard]] Process stream(Command command);
+  /// A refusal (capability, bad command) sets `ec` and gives a Process that yields nothing.
+  [[nodiscard]] Process stream(Command command, std::error_code& ec);
   /// Runs code in the sandbox's interpreter (python by default).
   ExecResult run_code(std::string code);
   ExecResult run_code(CodeRequest request);
+  ExecResult run_code(CodeRequest request, std::error_code& ec);
   /// A stateful context for run_code (StatefulCode capability).
   CodeContext create_context(std::string language = "python");
+  CodeContext create_context(std::string language, std::error_code& ec);
 
   void write_file(std::string path, Bytes data);
   void write_file(std::string path, Bytes data, std::error_code& ec);
   [[nodiscard]] Bytes read_file(std::string path);
   [[nodiscard]] Bytes read_file(std::string path, std::error_code& ec);
   [[nodiscard]] std::vector<FileInfo> list_files(std::string path);
+  [[nodiscard]] std::vector<FileInfo> list_files(std::string path, std::error_code& ec);
   void remove_file(std::string path);
+  void remove_file(std::string path, std::error_code& ec);
 
   /// Ends the sandbox now. Later calls fail with SBX_E1204 SandboxGone.
   void kill();
+  void kill(std::error_code& ec);
   /// Keeps the sandbox alive after this object is destroyed (until its lifetime ends).
   void detach() noexcept;
   /// Warnings the backend reported (for example the UNKNOWN isolation tier).
@@ -112,6 +120,7 @@ class Sandbox {
   ///   sb.native_call([](Machine& m, Instant now) { return e2b::extensions(m).submit_pause(now);
   ///   });
   Completion native_call(const std::function<OpId(Machine&, Instant)>& submit);
+  Completion native_call(const std::function<OpId(Machine&, Instant)>& submit, std::error_code& ec);
 
  private:
   explicit Sandbox(std::shared_ptr<detail::Session> session);
@@ -125,5 +134,20 @@ class Sandbox {
 /// Removes a managed sandbox by id, whatever its state (reaping). Throws SBX_E1206 when no
 /// managed sandbox has this id.
 void remove_managed(std::string_view dsn, std::string id);
+
+/// e2b://'s own operations, typed. Each throws SBX_E1401 CapabilityNotSupported on another
+/// backend.
+namespace e2b {
+/// Pauses the sandbox: E2B keeps its memory and files, and its lifetime stops running.
+void pause(Sandbox& sandbox);
+/// Resumes a paused sandbox, which then ends `lifetime` after now (zero: the lifetime asked
+/// at create).
+SandboxInfo resume(Sandbox& sandbox, std::chrono::seconds lifetime = std::chrono::seconds(0));
+/// Moves the end of the sandbox's life to `lifetime` after now.
+void set_lifetime(Sandbox& sandbox, std::chrono::seconds lifetime);
+/// Runs a command on a pseudo-terminal of cols x rows; the terminal's bytes are stdout.
+ExecResult run_pty(Sandbox& sandbox, Command command, std::uint16_t cols = 80,
+                   std::uint16_t rows = 24);
+}  // namespace e2b
 
 }  // namespace sandboxio::sync

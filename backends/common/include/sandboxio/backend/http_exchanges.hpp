@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "sandboxio/backend/core.hpp"
-#include "sandboxio/http.hpp"
+#include "sandboxio/codec/http.hpp"
 
 namespace sandboxio::backend {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "sandboxio/json.hpp"
+#include "sandboxio/codec/json.hpp"
 #include "sandboxio/output.hpp"
 #include "sandboxio/result.hpp"
 
