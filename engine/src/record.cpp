@@ -27,14 +27,10 @@ std::string_view to_string(Operation op) noexcept {
       return "list_files";
     case Operation::RemoveFile:
       return "remove_file";
-    case Operation::MakeDir:
-      return "make_dir";
     case Operation::Kill:
       return "kill";
     case Operation::CreateContext:
       return "create_context";
-    case Operation::DeleteContext:
-      return "delete_context";
     case Operation::SetLifetime:
       return "set_lifetime";
     case Operation::ListManaged:
