@@ -79,7 +79,7 @@ std::string docker_scenario(std::unique_ptr<Link> link) {
     (void)sb.read_file("/no/such/file");
     t += "missing file read\n";
   } catch (const Error& e) {
-    t += "missing " + std::string(e.what()) + "\n";
+    t += "missing " + std::string(error_info(e.sbx_code()).id) + " " + e.detail() + "\n";
   }
   t += "after " + show(sb.run({"echo", "after"}));
   sb.kill();
