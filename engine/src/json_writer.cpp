@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "sandboxio/codec/json.hpp"
 #include "text.hpp"
 
 namespace sandboxio {
@@ -128,6 +129,47 @@ JsonWriter& JsonWriter::null() {
   separate();
   out_.append("null");
   return *this;
+}
+
+void write_json(JsonWriter& w, const json::Value& v) {
+  switch (v.type()) {
+    case json::Value::Type::Null:
+      w.null();
+      break;
+    case json::Value::Type::Bool:
+      w.value(v.boolean_value().value_or(false));
+      break;
+    case json::Value::Type::Number:
+      if (auto i = v.integer()) {
+        w.value(*i);
+      } else {
+        w.value(v.real().value_or(0));
+      }
+      break;
+    case json::Value::Type::String:
+      w.value(v.text());
+      break;
+    case json::Value::Type::Array:
+      w.begin_array();
+      for (const auto& item : v.items())
+        write_json(w, item);
+      w.end_array();
+      break;
+    case json::Value::Type::Object:
+      w.begin_object();
+      for (const auto& [k, item] : v.members()) {
+        w.key(k);
+        write_json(w, item);
+      }
+      w.end_object();
+      break;
+  }
+}
+
+std::string to_json_text(const json::Value& v) {
+  JsonWriter w;
+  write_json(w, v);
+  return std::move(w).str();
 }
 
 }  // namespace sandboxio

@@ -50,45 +50,11 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-// The JSON text of a value (for echoing ids).
-void write_value(JsonWriter& w, const json::Value& v) {
-  switch (v.type()) {
-    case json::Value::Type::Null:
-      w.null();
-      break;
-    case json::Value::Type::Bool:
-      w.value(*v.boolean_value());
-      break;
-    case json::Value::Type::Number:
-      if (auto i = v.integer()) {
-        w.value(*i);
-      } else {
-        w.value(*v.real());
-      }
-      break;
-    case json::Value::Type::String:
-      w.value(v.text());
-      break;
-    case json::Value::Type::Array:
-      w.begin_array();
-      for (const auto& i : v.items()) write_value(w, i);
-      w.end_array();
-      break;
-    case json::Value::Type::Object:
-      w.begin_object();
-      for (const auto& [k, m] : v.members()) {
-        w.key(k);
-        write_value(w, m);
-      }
-      w.end_object();
-      break;
-  }
-}
 
 std::string id_text(const json::Value* id) {
   if (!id) return {};
   JsonWriter w;
-  write_value(w, *id);
+  write_json(w, *id);
   return std::move(w).str();
 }
 

@@ -14,76 +14,16 @@ namespace {
 
 using namespace sandboxio;
 
-// Forwards everything to a real fake machine; subclasses change one behaviour.
-class Forwarding : public Machine {
- public:
-  explicit Forwarding(std::unique_ptr<Machine> inner) : inner_(std::move(inner)) {}
-  std::string_view scheme() const noexcept override { return inner_->scheme(); }
-  CapabilitySet capabilities() const noexcept override { return inner_->capabilities(); }
-  IsolationTier tier() const noexcept override { return inner_->tier(); }
-  void handle_connected(ConnId c, Instant n) override { inner_->handle_connected(c, n); }
-  void handle_connect_failed(ConnId c, Problem p, Instant n) override {
-    inner_->handle_connect_failed(c, std::move(p), n);
-  }
-  std::size_t handle_bytes(ConnId c, std::string_view d, Instant n) override {
-    return inner_->handle_bytes(c, d, n);
-  }
-  void handle_eof(ConnId c, Instant n) override { inner_->handle_eof(c, n); }
-  void handle_timeout(Instant n) override { inner_->handle_timeout(n); }
-  void handle_consumed(OpId op, std::size_t b, Instant n) override {
-    inner_->handle_consumed(op, b, n);
-  }
-  OpId submit_create(const CreateOptions& o, Instant n) override {
-    return inner_->submit_create(o, n);
-  }
-  OpId submit_connect(std::string id, const CreateOptions& o, Instant n) override {
-    return inner_->submit_connect(std::move(id), o, n);
-  }
-  OpId submit_info(Instant n) override { return inner_->submit_info(n); }
-  OpId submit_run(Command c, Instant n) override { return inner_->submit_run(std::move(c), n); }
-  OpId submit_stream(Command c, Instant n) override {
-    return inner_->submit_stream(std::move(c), n);
-  }
-  OpId submit_run_code(CodeRequest r, Instant n) override {
-    return inner_->submit_run_code(std::move(r), n);
-  }
-  OpId submit_create_context(std::string l, Instant n) override {
-    return inner_->submit_create_context(std::move(l), n);
-  }
-  OpId submit_write_file(std::string p, Bytes d, Instant n) override {
-    return inner_->submit_write_file(std::move(p), std::move(d), n);
-  }
-  OpId submit_read_file(std::string p, Instant n) override {
-    return inner_->submit_read_file(std::move(p), n);
-  }
-  OpId submit_list_files(std::string p, Instant n) override {
-    return inner_->submit_list_files(std::move(p), n);
-  }
-  OpId submit_remove_file(std::string p, Instant n) override {
-    return inner_->submit_remove_file(std::move(p), n);
-  }
-  OpId submit_kill(Instant n) override { return inner_->submit_kill(n); }
-  OpId submit_list_managed(std::map<std::string, std::string> l, Instant n) override {
-    return inner_->submit_list_managed(std::move(l), n);
-  }
-  OpId submit_remove_managed(std::string id, Instant n) override {
-    return inner_->submit_remove_managed(std::move(id), n);
-  }
-  void submit_cancel(OpId op, Instant n) override { inner_->submit_cancel(op, n); }
-  std::optional<Request> poll_request() override { return inner_->poll_request(); }
-  std::optional<Event> poll_event() override { return inner_->poll_event(); }
-  std::optional<Instant> poll_deadline() const override { return inner_->poll_deadline(); }
-
- protected:
-  std::unique_ptr<Machine> inner_;
-};
+// Forwards everything to a real fake machine (the engine's ForwardingMachine); subclasses
+// change one behaviour.
+using Forwarding = ForwardingMachine;
 
 // Lie 1: stderr is merged into stdout.
 class MergesStderr final : public Forwarding {
  public:
   using Forwarding::Forwarding;
   std::optional<Event> poll_event() override {
-    auto e = inner_->poll_event();
+    auto e = Forwarding::poll_event();
     if (!e) return e;
     if (auto* out = std::get_if<event::Output>(&*e)) {
       out->chunk.stream = StreamKind::Stdout;
@@ -116,7 +56,7 @@ class LeaksOnDrop final : public Forwarding {
       pending_.erase(pending_.begin());
       return e;
     }
-    while (auto e = inner_->poll_event()) {
+    while (auto e = Forwarding::poll_event()) {
       const OpId op = std::visit(
           [](const auto& ev) -> OpId {
             if constexpr (requires { ev.op; }) {
@@ -144,10 +84,10 @@ class IgnoresNetworkPolicy final : public Forwarding {
     CreateOptions open = o;
     open.network = NetworkPolicy::allowing({"example.com", "*.example.com"});
     reported_ = o.network;
-    return inner_->submit_create(open, n);
+    return Forwarding::submit_create(open, n);
   }
   std::optional<Event> poll_event() override {
-    auto e = inner_->poll_event();
+    auto e = Forwarding::poll_event();
     if (e) {
       if (auto* done = std::get_if<event::Done>(&*e)) {
         if (auto* info = std::get_if<SandboxInfo>(&done->value))

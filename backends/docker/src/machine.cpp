@@ -118,14 +118,10 @@ OpId DockerMachine::submit_info(Instant now) {
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
   call(id, "GET", path("/containers/" + container_ + "/json"), {},
        [this, id](Result<Reply> r, Instant t) {
-         if (!alive(id)) return;
-         if (!r) return void(fail(id, r.problem(), t));
-         if (r.value().status == 404) {
-           gone_ = true;
-           return void(fail(id, gone_problem(), t));
-         }
-         if (r.value().status != 200) return void(fail(id, daemon_error(r.value()), t));
-         auto doc = json::parse(r.value().body);
+         const Reply* reply = reply_for(id, r, t);
+         if (!reply) return;
+         if (reply->status != 200) return void(fail(id, daemon_error(*reply), t));
+         auto doc = json::parse(reply->body);
          if (!doc) return void(fail(id, doc.problem(), t));
          const json::Value* state = doc.value().find("State");
          const std::string_view status = state ? state->string_at("Status").value_or("") : "";

@@ -206,7 +206,6 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::string user_{};
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
-  bool gone_ = false;
   bool swept_ = false;
   std::map<std::string, std::string> sweep_candidates_{};  // container id -> owner
   ConnId lease_ = 0;

@@ -152,49 +152,8 @@ void E2bMachine::add_results(Op& op, const json::Value& v) {
     if (!field || field->is_null()) continue;
     RichOutput out;
     out.mime_type = std::string(f.mime);
-    out.data = field->is_string() ? field->text() : to_json(*field);
+    out.data = field->is_string() ? field->text() : to_json_text(*field);
     op.results.push_back(std::move(out));
-  }
-}
-
-std::string E2bMachine::to_json(const json::Value& v) {
-  JsonWriter w;
-  write_value(w, v);
-  return std::move(w).str();
-}
-
-void E2bMachine::write_value(JsonWriter& w, const json::Value& v) {
-  switch (v.type()) {
-    case json::Value::Type::Null:
-      w.null();
-      break;
-    case json::Value::Type::Bool:
-      w.value(v.boolean_value().value_or(false));
-      break;
-    case json::Value::Type::Number:
-      if (auto i = v.integer()) {
-        w.value(*i);
-      } else {
-        w.value(v.real().value_or(0));
-      }
-      break;
-    case json::Value::Type::String:
-      w.value(v.text());
-      break;
-    case json::Value::Type::Array:
-      w.begin_array();
-      for (const auto& item : v.items())
-        write_value(w, item);
-      w.end_array();
-      break;
-    case json::Value::Type::Object:
-      w.begin_object();
-      for (const auto& [k, item] : v.members()) {
-        w.key(k);
-        write_value(w, item);
-      }
-      w.end_object();
-      break;
   }
 }
 

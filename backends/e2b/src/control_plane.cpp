@@ -252,14 +252,10 @@ OpId E2bMachine::submit_pause(Instant now) {
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
   api_call(id, "POST", "/sandboxes/" + sandbox_ + "/pause", "{}",
            [this, id](Result<Reply> r, Instant t) {
-             if (!alive(id)) return;
-             if (!r) return void(fail(id, r.problem(), t));
-             if (r.value().status == 404) {
-               gone_ = true;
-               return void(fail(id, gone_problem(), t));
-             }
-             if (r.value().status != 204 && r.value().status != 200)
-               return void(fail(id, api_problem(r.value(), "pause"), t));
+             const Reply* reply = reply_for(id, r, t);
+             if (!reply) return;
+             if (reply->status != 204 && reply->status != 200)
+               return void(fail(id, api_problem(*reply, "pause"), t));
              paused_ = true;
              expires_at_.reset();  // a paused sandbox's lifetime does not run
              complete(id, std::monostate{}, t);
@@ -276,14 +272,10 @@ OpId E2bMachine::submit_resume(std::chrono::seconds lifetime, Instant now) {
   w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
   api_call(id, "POST", "/v2/sandboxes/" + sandbox_ + "/connect", std::move(w).str(),
            [this, id, lifetime](Result<Reply> r, Instant t) {
-             if (!alive(id)) return;
-             if (!r) return void(fail(id, r.problem(), t));
-             if (r.value().status == 404) {
-               gone_ = true;
-               return void(fail(id, gone_problem(), t));
-             }
-             if (r.value().status != 200 && r.value().status != 201)
-               return void(fail(id, api_problem(r.value(), "resume"), t));
+             const Reply* reply = reply_for(id, r, t);
+             if (!reply) return;
+             if (reply->status != 200 && reply->status != 201)
+               return void(fail(id, api_problem(*reply, "resume"), t));
              paused_ = false;
              lifetime_ = lifetime;
              expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
@@ -302,14 +294,10 @@ OpId E2bMachine::submit_set_lifetime(std::chrono::seconds lifetime, Instant now)
   w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
   api_call(id, "POST", "/sandboxes/" + sandbox_ + "/timeout", std::move(w).str(),
            [this, id, lifetime](Result<Reply> r, Instant t) {
-             if (!alive(id)) return;
-             if (!r) return void(fail(id, r.problem(), t));
-             if (r.value().status == 404) {
-               gone_ = true;
-               return void(fail(id, gone_problem(), t));
-             }
-             if (r.value().status != 204 && r.value().status != 200)
-               return void(fail(id, api_problem(r.value(), "set-timeout"), t));
+             const Reply* reply = reply_for(id, r, t);
+             if (!reply) return;
+             if (reply->status != 204 && reply->status != 200)
+               return void(fail(id, api_problem(*reply, "set-timeout"), t));
              lifetime_ = lifetime;
              expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
              complete(id, std::monostate{}, t);

@@ -87,14 +87,10 @@ OpId E2bMachine::submit_info(Instant now) {
   if (!alive(id)) return id;
   if (auto p = need_sandbox(now, /*paused_ok=*/true)) return fail(id, std::move(*p), now);
   api_call(id, "GET", "/sandboxes/" + sandbox_, {}, [this, id](Result<Reply> r, Instant t) {
-    if (!alive(id)) return;
-    if (!r) return void(fail(id, r.problem(), t));
-    if (r.value().status == 404) {
-      gone_ = true;
-      return void(fail(id, gone_problem(), t));
-    }
-    if (r.value().status != 200) return void(fail(id, api_problem(r.value(), "info"), t));
-    auto doc = json::parse(r.value().body);
+    const Reply* reply = reply_for(id, r, t);
+    if (!reply) return;
+    if (reply->status != 200) return void(fail(id, api_problem(*reply, "info"), t));
+    auto doc = json::parse(reply->body);
     if (!doc) return void(fail(id, doc.problem(), t));
     const std::string state(doc.value().string_at("state").value_or("running"));
     complete(

@@ -186,8 +186,6 @@ class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions
   void execute(OpId id, CodeRequest request, Instant now);
   std::optional<Problem> on_code_line(OpId id, const std::string& line);
   static void add_results(Op& op, const json::Value& v);
-  static std::string to_json(const json::Value& v);
-  static void write_value(JsonWriter& w, const json::Value& v);
   void check_code_gone(OpId id, Problem problem, Instant now);
   void stop_code(OpId id, Termination why, Instant now);
   void finish_code(OpId id, Instant now, bool wait_for_context = false);
@@ -198,7 +196,6 @@ class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions
   std::string domain_{};
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
-  bool gone_ = false;
   bool paused_ = false;
   std::optional<std::pair<std::uint16_t, std::uint16_t>> pty_{};  // for the command being submitted
   std::uint64_t tokens_ = 0;

@@ -43,4 +43,12 @@ class JsonWriter {
 /// Appends `text` to `out` as a quoted JSON string (the escaping JsonWriter uses).
 void append_json_string(std::string& out, std::string_view text);
 
+namespace json {
+class Value;
+}
+/// Writes a parsed JSON value back as JSON (numbers as integers when they are).
+void write_json(JsonWriter& w, const json::Value& v);
+/// A parsed JSON value as compact JSON text.
+[[nodiscard]] std::string to_json_text(const json::Value& v);
+
 }  // namespace sandboxio

@@ -257,6 +257,7 @@ class MachineCore : public Machine {
   void warn(Problem problem) { out_.push(event::Warning{std::move(problem)}); }
 
   Outbox out_{};
+  bool gone_ = false;  // the sandbox is known to be gone (killed, reaped, its lifetime ended)
   Redactor redactor_{};
   Limits limits_{};
   std::optional<CreateOptions> options_{};

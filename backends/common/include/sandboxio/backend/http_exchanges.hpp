@@ -119,6 +119,22 @@ class HttpMachine : public MachineCore<State> {
   HttpMachine(std::string scheme, IsolationTier tier, std::string peer)
       : MachineCore<State>(std::move(scheme), tier), http_(this->out_, std::move(peer)) {}
   [[nodiscard]] std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
+  /// The reply for operation `id`, or nullptr when the operation ended here: it had ended
+  /// already, the exchange failed (the operation fails with that problem), or the peer
+  /// answered 404 for the sandbox (it is gone: the operation fails with gone_problem()).
+  const Reply* reply_for(OpId id, const Result<Reply>& r, Instant now) {
+    if (!this->alive(id)) return nullptr;
+    if (!r) {
+      this->fail(id, r.problem(), now);
+      return nullptr;
+    }
+    if (r.value().status == 404) {
+      this->gone_ = true;
+      this->fail(id, this->gone_problem(), now);
+      return nullptr;
+    }
+    return &r.value();
+  }
   [[nodiscard]] bool held(OpId id) const {
     if constexpr (requires(const State& s) { s.output.held(this->limits_); }) {
       auto it = this->ops_.find(id);
