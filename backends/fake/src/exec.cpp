@@ -99,18 +99,20 @@ Call FakeMachine::base_call(Operation operation) const {
 }
 
 void FakeMachine::record_call(Call call) {
-  auto& impl = world_->impl();
-  std::lock_guard lock(impl.mu);
-  impl.record(std::move(call));
+  world_->impl().locked([&](World::Impl& impl) { impl.record(std::move(call)); });
 }
 
 const Response* FakeMachine::code_rule(const std::string& code) {
-  auto& impl = world_->impl();
-  std::lock_guard lock(impl.mu);
-  for (const auto& [needle, response] : impl.code_rules) {
-    if (code.find(needle) != std::string::npos) return &response;
-  }
-  return nullptr;
+  const Response* found = nullptr;
+  world_->impl().locked([&](World::Impl& impl) {
+    for (const auto& [needle, response] : impl.code_rules) {
+      if (code.find(needle) != std::string::npos) {
+        found = &response;
+        return;
+      }
+    }
+  });
+  return found;
 }
 
 detail::Outcome FakeMachine::scripted(const Response& r) {
@@ -175,16 +177,14 @@ OpId FakeMachine::start_exec(Operation operation, Command command, Instant now) 
   env.stdin_data = command.stdin_data;
   detail::Outcome outcome;
   const Response* rule = nullptr;
-  {
-    auto& impl = world_->impl();
-    std::lock_guard lock(impl.mu);
+  world_->impl().locked([&](World::Impl& impl) {
     for (const auto& r : impl.rules) {
       if (r.match(command.argv)) {
         rule = &r.response;
-        break;
+        return;
       }
     }
-  }
+  });
   outcome = rule != nullptr ? scripted(*rule) : detail::run_argv(env, command.argv);
   call.network_attempts = outcome.network_attempts;
   record_call(std::move(call));
@@ -226,9 +226,7 @@ void FakeMachine::stop_exec(OpId id, bool kill_tree) {
 
 // The world forgets a sandbox once it is gone (its id stays known for a while).
 void FakeMachine::retire(const FakeSandbox& sb) {
-  auto& impl = world_->impl();
-  std::lock_guard lock(impl.mu);
-  impl.retire(sb.id);
+  world_->impl().locked([&](World::Impl& impl) { impl.retire(sb.id); });
 }
 
 void FakeMachine::finish_exec(OpId id, Instant now, Termination why) {

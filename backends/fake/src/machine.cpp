@@ -2,8 +2,6 @@
 // (see machine.hpp), and the backend's registry entry.
 #include "machine.hpp"
 
-#include <sstream>
-
 namespace sandboxio::fake {
 namespace impl {
 
@@ -36,16 +34,16 @@ OpId FakeMachine::submit_connect(std::string sandbox_id, const CreateOptions& op
     return fail(id, unsupported(Capability::Reattach, "connect()"), now);
   }
   std::shared_ptr<FakeSandbox> sb;
-  {
-    auto& impl = world_->impl();
-    std::lock_guard lock(impl.mu);
+  bool was_gone = false;
+  world_->impl().locked([&](World::Impl& impl) {
     auto it = impl.sandboxes.find(sandbox_id);
     if (it != impl.sandboxes.end()) sb = it->second;
-    if (!sb && impl.was_gone(sandbox_id)) {
-      return fail(
-          id, Problem{errc::SandboxGone, "fake sandbox " + sandbox_id + " no longer exists", {}},
-          now);
-    }
+    was_gone = !sb && impl.was_gone(sandbox_id);
+  });
+  if (was_gone) {
+    return fail(id,
+                Problem{errc::SandboxGone, "fake sandbox " + sandbox_id + " no longer exists", {}},
+                now);
   }
   if (!sb) {
     return fail(
@@ -85,9 +83,7 @@ OpId FakeMachine::submit_list_managed(std::map<std::string, std::string> labels,
   const OpId id = open(Operation::ListManaged, now, {});
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
   std::vector<ManagedSandbox> out;
-  {
-    auto& impl = world_->impl();
-    std::lock_guard lock(impl.mu);
+  world_->impl().locked([&](World::Impl& impl) {
     for (const auto& [sid, sb] : impl.sandboxes) {
       if (sb->gone || (sb->observed > Instant{} && sb->observed >= sb->expires_at)) continue;
       bool match = true;
@@ -104,7 +100,7 @@ OpId FakeMachine::submit_list_managed(std::map<std::string, std::string> labels,
       m.labels = sb->labels;
       out.push_back(std::move(m));
     }
-  }
+  });
   complete(id, std::move(out), now);
   return id;
 }
@@ -113,12 +109,10 @@ OpId FakeMachine::submit_remove_managed(std::string sandbox_id, Instant now) {
   const OpId id = open(Operation::RemoveManaged, now, {});
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
   std::shared_ptr<FakeSandbox> sb;
-  {
-    auto& impl = world_->impl();
-    std::lock_guard lock(impl.mu);
+  world_->impl().locked([&](World::Impl& impl) {
     auto it = impl.sandboxes.find(sandbox_id);
     if (it != impl.sandboxes.end() && !it->second->gone) sb = it->second;
-  }
+  });
   if (!sb) {
     return fail(
         id, Problem{errc::SandboxNotFound, "no fake sandbox with id \"" + sandbox_id + "\"", {}},
@@ -327,13 +321,11 @@ void FakeMachine::advance_create(OpId id, Op& op, Instant now) {
 
 void FakeMachine::make_sandbox(Op& op) {
   auto sb = std::make_shared<FakeSandbox>();
-  {
-    auto& impl = world_->impl();
-    std::lock_guard lock(impl.mu);
-    sb->id = "fake-" + (world_->name().empty() ? std::string("default") : world_->name()) + "-" +
-             std::to_string(impl.next_sandbox++);
+  const std::string world = world_->name().empty() ? std::string("default") : world_->name();
+  world_->impl().locked([&](World::Impl& impl) {
+    sb->id = "fake-" + world + "-" + std::to_string(impl.next_sandbox++);
     impl.sandboxes[sb->id] = sb;
-  }
+  });
   for (const auto& v : options_->env.vars())
     sb->env[v.name] = v.value;
   sb->env.emplace("HOME", "/home/user");
@@ -354,65 +346,4 @@ void FakeMachine::make_sandbox(Op& op) {
 }
 
 }  // namespace impl
-namespace {
-
-const OptionSpec kOptions[] = {
-    {"tier", OptionType::String, "isolation tier to declare: unknown, container, gvisor, microvm"},
-    {"caps", OptionType::String, "comma-separated capabilities to declare"},
-    {"create_delay", OptionType::Duration,
-     "virtual time that create() takes (the sandbox exists halfway)"},
-    {"teardown_delay", OptionType::Duration,
-     "virtual time that tearing down a half-made sandbox takes"},
-};
-
-}  // namespace
-
-Result<std::unique_ptr<Machine>> make_machine(const Dsn& dsn) {
-  auto typed = dsn.typed(kOptions);
-  if (!typed) return typed.problem();
-  auto world = World::find(dsn.target);
-  if (!world) {
-    return Problem{
-        errc::InvalidDsn, "no fake world named \"" + dsn.target + "\"",
-        "Use fake:// for the default world, or World::create()->dsn() for a private one."};
-  }
-  Profile profile = world->profile();
-  const TypedOptions& o = typed.value();
-  if (o.has("tier")) {
-    auto tier = IsolationTier::parse(o.string("tier"));
-    if (!tier)
-      return Problem{errc::InvalidOption, "tier \"" + o.string("tier") + "\" is not a tier",
-                     "Use unknown, container, gvisor or microvm."};
-    profile.tier = *tier;
-  }
-  if (o.has("caps")) {
-    CapabilitySet caps;
-    std::stringstream list(o.string("caps"));
-    std::string name;
-    while (std::getline(list, name, ',')) {
-      if (name.empty()) continue;
-      auto c = parse_capability(name);
-      if (!c)
-        return Problem{errc::InvalidOption, "\"" + name + "\" is not a capability",
-                       "See docs/reference/capabilities.md."};
-      caps.insert(*c);
-    }
-    profile.capabilities = caps;
-  }
-  const auto delay =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(o.duration("create_delay"));
-  const auto teardown =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(o.duration("teardown_delay"));
-  return std::unique_ptr<Machine>(
-      std::make_unique<impl::FakeMachine>(std::move(world), profile, delay, teardown));
-}
-
-BackendEntry backend_entry() {
-  return BackendEntry{"fake",
-                      "deterministic in-process sandbox for offline tests",
-                      &make_machine,
-                      {},
-                      std::vector<OptionSpec>(std::begin(kOptions), std::end(kOptions))};
-}
-
 }  // namespace sandboxio::fake

@@ -107,4 +107,9 @@ std::size_t World::running_processes() const {
   return n;
 }
 
+void World::Impl::locked(const std::function<void(Impl&)>& f) {
+  std::lock_guard lock(mu);
+  f(*this);
+}
+
 }  // namespace sandboxio::fake

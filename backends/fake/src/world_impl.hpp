@@ -72,6 +72,10 @@ struct World::Impl {
   [[nodiscard]] bool was_gone(const std::string& id) const {
     return std::find(gone.begin(), gone.end(), id) != gone.end();
   }
+  /// Runs `f` with the world locked. Defined in world.cpp, so that the machine's own objects
+  /// take no lock (the purity gate checks them): the world is fake://'s "service", shared by
+  /// the machines of every thread, and this is the only way in.
+  void locked(const std::function<void(Impl&)>& f);
   void record(Call call) {
     calls.push_back(std::move(call));
     if (calls.size() > kMaxCalls) calls.pop_front();
