@@ -1,8 +1,13 @@
 // The subcommands of the sandboxio command line.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace sandboxio::cli {
 
@@ -27,9 +32,12 @@ struct ReapArgs {
   std::string older_than;             // a duration
   bool kill = false;
   bool json = false;
+  bool check = false;  // exit 3 when any is found (a leak check)
 };
 int reap(const ReapArgs& args);
 int mcp(const std::string& backend, const std::string& http, const std::string& routing,
         const std::string& tenant);
+/// Prints the completion script for `shell` (bash, zsh or fish), generated from `app`.
+int completion(const CLI::App& app, const std::string& shell, std::ostream& out);
 
 }  // namespace sandboxio::cli

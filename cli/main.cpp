@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
   reap_cmd->add_option("--older-than", reap_args.older_than, "only those older than this (10m)");
   reap_cmd->add_flag("--kill", reap_args.kill, "remove them (the default is a dry run)");
   reap_cmd->add_flag("--json", reap_args.json, "machine-readable list");
+  reap_cmd->add_flag("--check", reap_args.check,
+                     "exit 3 when any is found: a leak check for CI (with --kill, after removing)");
 
   std::string routing_file;
   auto* routing_cmd = app.add_subcommand("routing", "Work with routing files");
@@ -85,6 +87,13 @@ int main(int argc, char** argv) {
   auto* check_cmd = routing_cmd->add_subcommand("check", "Validate a routing file");
   check_cmd->add_option("file", routing_file, "sandboxio-routing.yaml")->required();
   check_cmd->add_flag("--json", json, "machine-readable summary");
+
+  std::string shell;
+  auto* completion_cmd = app.add_subcommand(
+      "completion", "Print the shell completion script (source <(sandboxio completion bash))");
+  completion_cmd->add_option("shell", shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
 
   // Everything after the first "--" is the command, verbatim (CLI11 2.1 lets a repeatable
   // option before it swallow the separator).
@@ -114,6 +123,7 @@ int main(int argc, char** argv) {
     if (reap_cmd->parsed()) rc = sandboxio::cli::reap(reap_args);
     if (mcp_cmd->parsed()) rc = sandboxio::cli::mcp(mcp_backend, mcp_http, mcp_routing, mcp_tenant);
     if (check_cmd->parsed()) rc = sandboxio::cli::routing_check(routing_file, json);
+    if (completion_cmd->parsed()) rc = sandboxio::cli::completion(app, shell, std::cout);
     return g_interrupted != 0 ? 130 : rc;
   } catch (const sandboxio::Error& e) {
     std::cerr << "sandboxio: " << e.what() << "\n";

@@ -71,6 +71,8 @@ int reap(const ReapArgs& a) {
       rows.push_back(std::move(r));
     }
   }
+  // --check: finding any is a failure of its own (exit 3), after --kill removed them.
+  const int verdict = failed ? 1 : (a.check && !rows.empty()) ? 3 : 0;
   if (a.json) {
     JsonWriter w;
     w.begin_object().key("dry_run").value(!a.kill).key("sandboxes").begin_array();
@@ -87,14 +89,14 @@ int reap(const ReapArgs& a) {
       w.value(p);
     w.end_array().end_object();
     std::cout << w.str() << "\n";
-    return failed ? 1 : 0;
+    return verdict;
   }
   const Style out = style_for(stdout);
   for (const auto& p : problems)
     std::cerr << out.bad("error") << ": " << p << "\n";
   if (rows.empty()) {
     std::cout << "nothing to reap\n";
-    return failed ? 1 : 0;
+    return verdict;
   }
   for (const auto& r : rows) {
     const std::string id = r.m.backend == "docker" ? r.m.id.substr(0, 12) : r.m.id;
@@ -105,7 +107,8 @@ int reap(const ReapArgs& a) {
               << (a.kill ? out.ok(r.outcome) : out.dim(r.outcome)) << "\n";
   }
   if (!a.kill) std::cout << out.dim("dry run: add --kill to remove them") << "\n";
-  return failed ? 1 : 0;
+  if (a.check) std::cerr << out.bad("leak check") << ": " << rows.size() << " sandbox(es) left\n";
+  return verdict;
 }
 
 }  // namespace sandboxio::cli

@@ -290,6 +290,10 @@ TEST(Cli, ReapFindsWhatWasLeftBehindAndRemovesItOnlyWithKill) {
   int status = 0;
   sandboxio::testing::capture("docker inspect " + id + " >/dev/null 2>&1", &status);
   EXPECT_EQ(status, 0) << "the dry run removed the sandbox";
+  // The leak check of a CI job: finding one is exit 3, and it stays a dry run.
+  const Ran check = cli({"reap", "--check", "--label", "sbx-test=" + tag});
+  EXPECT_EQ(check.status, 3) << check.out << check.err;
+  EXPECT_NE(check.err.find("leak check"), std::string::npos) << check.err;
 
   const Ran kill = cli({"reap", "--kill", "--label", "sbx-test=" + tag});
   EXPECT_EQ(kill.status, 0) << kill.err;
@@ -299,8 +303,9 @@ TEST(Cli, ReapFindsWhatWasLeftBehindAndRemovesItOnlyWithKill) {
     sandboxio::testing::capture("docker inspect " + id + " >/dev/null 2>&1", &status);
   } while (status == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   EXPECT_NE(status, 0) << "reap --kill left the sandbox";
-  const Ran after = cli({"reap", "--json", "--label", "sbx-test=" + tag});
+  const Ran after = cli({"reap", "--json", "--check", "--label", "sbx-test=" + tag});
   EXPECT_NE(after.out.find("\"sandboxes\":[]"), std::string::npos) << after.out;
+  EXPECT_EQ(after.status, 0) << "--check with nothing left is a pass";
 }
 
 TEST(Cli, ReapSaysSoWhenTheEngineIsUnreachable) {
