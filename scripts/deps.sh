@@ -6,7 +6,10 @@ packages=(
   cmake ninja-build g++ clang-14 clang-format clang-tidy ccache pkg-config binutils
   libsimdjson-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
   libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
+  mkdocs mkdocs-material python3-yaml zsh fish
 )
+# mkdocs and mkdocs-material build the docs site; python3-yaml serves tools/gen_*.py; zsh and
+# fish are there for the completion test (bash is always there).
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
