@@ -1,0 +1,365 @@
+// Processes: start, stdin, signals, output under credit, exits as waitpid said, and trees.
+//
+// A command's tree is every process it started, wherever it went: its own session (each
+// command gets one, so a plain kill of the group reaches most of it), any process whose
+// parent chain leads to a member, and the orphans that came to us (we are the subreaper) while
+// the command ran. The agent rescans /proc every 50 ms while commands run, so a child that
+// calls setsid, double-forks or clears its environment is already known when the tree is
+// killed; an orphan first seen at kill time goes to the command being killed when no other
+// command is running.
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "agent.hpp"
+
+extern char** environ;
+
+namespace sandboxio::agent_main {
+namespace {
+
+struct ProcStat {
+  pid_t ppid = 0;
+  pid_t session = 0;
+  char state = '?';
+};
+
+std::optional<ProcStat> read_stat(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr) return std::nullopt;
+  ProcStat s;
+  int pgrp = 0;
+  int ppid = 0;
+  int session = 0;
+  if (std::sscanf(close_paren + 2, "%c %d %d %d", &s.state, &ppid, &pgrp, &session) != 4)
+    return std::nullopt;
+  s.ppid = ppid;
+  s.session = session;
+  return s;
+}
+
+std::map<pid_t, ProcStat> all_processes() {
+  std::map<pid_t, ProcStat> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    if (auto s = read_stat(static_cast<pid_t>(pid))) out[static_cast<pid_t>(pid)] = *s;
+  }
+  ::closedir(d);
+  return out;
+}
+
+/// UID[:GID] -> ids; empty -> nothing to change.
+bool parse_user(const std::string& user, uid_t& uid, gid_t& gid) {
+  char* end = nullptr;
+  const unsigned long u = std::strtoul(user.c_str(), &end, 10);
+  if (end == user.c_str()) return false;
+  uid = static_cast<uid_t>(u);
+  gid = static_cast<gid_t>(u);
+  if (*end == ':') {
+    const char* g = end + 1;
+    const unsigned long gv = std::strtoul(g, &end, 10);
+    if (end == g) return false;
+    gid = static_cast<gid_t>(gv);
+  }
+  return *end == '\0';
+}
+
+[[noreturn]] void child_fail(int error_pipe, int error) {
+  (void)!::write(error_pipe, &error, sizeof error);
+  ::_exit(127);
+}
+
+}  // namespace
+
+void Agent::start(std::uint32_t channel, const agent::Start& s) {
+  if (procs_.contains(channel) || transfers_.contains(channel)) {
+    return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
+  }
+  auto start_failed = [&](int error, const std::string& what) {
+    agent::Exit e;
+    e.how = agent::Exit::How::StartFailed;
+    e.value = error;
+    e.message = what + ": " + std::strerror(error);
+    send(Type::Exit, channel, e.encode());
+  };
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (!s.user.empty() && !parse_user(s.user, uid, gid))
+    return start_failed(EINVAL, "user \"" + s.user + "\" is not UID[:GID]");
+  int out[2], err[2], in[2] = {-1, -1}, report[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return start_failed(errno, "pipe");
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]), ::close(out[1]);
+    return start_failed(errno, "pipe");
+  }
+  if (s.stdin_open && ::pipe2(in, O_CLOEXEC) != 0) {
+    ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
+    return start_failed(errno, "pipe");
+  }
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]})
+      if (fd >= 0) ::close(fd);
+    return start_failed(errno, "pipe");
+  }
+  std::vector<std::string> argv_s = s.argv, env_s = s.env;
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string cwd = s.cwd.empty() ? "/" : s.cwd;
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child: its own session, plain signals, the pipes as 0/1/2, then the program.
+    ::setsid();
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig)
+      ::signal(sig, SIG_DFL);
+    const int null_fd = s.stdin_open ? -1 : ::open("/dev/null", O_RDONLY);
+    if (::dup2(s.stdin_open ? in[0] : null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 ||
+        ::dup2(err[1], 2) < 0)
+      child_fail(report[1], errno);
+    if (::chdir(cwd.c_str()) != 0) child_fail(report[1], errno);
+    if (!s.user.empty()) {
+      if (::setgroups(0, nullptr) != 0 && errno != EPERM) child_fail(report[1], errno);
+      if (::setgid(gid) != 0 || ::setuid(uid) != 0) child_fail(report[1], errno);
+    }
+    environ = envp.data();  // execvp searches the PATH the command was given
+    ::execvp(argv[0], argv.data());
+    child_fail(report[1], errno);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  if (in[0] >= 0) ::close(in[0]);
+  ::close(report[1]);
+  if (pid < 0) {
+    const int error = errno;
+    for (int fd : {out[0], err[0], in[1], report[0]})
+      if (fd >= 0) ::close(fd);
+    return start_failed(error, "fork");
+  }
+  // exec succeeded when the report pipe closes empty (it is close-on-exec).
+  int error = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &error, sizeof error);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == sizeof error) {
+    ::waitpid(pid, nullptr, 0);
+    for (int fd : {out[0], err[0], in[1]})
+      if (fd >= 0) ::close(fd);
+    return start_failed(error, "cannot run " + s.argv[0]);
+  }
+  Proc p;
+  p.channel = channel;
+  p.pid = pid;
+  p.out_fd = out[0];
+  p.err_fd = err[0];
+  p.in_fd = in[1];
+  p.credit = s.window;
+  p.members.insert(pid);
+  for (int fd : {p.out_fd, p.err_fd, p.in_fd})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  procs_.emplace(channel, std::move(p));
+  spawned_[pid] = channel;
+  send(Type::Started, channel, agent::Started{pid}.encode());
+}
+
+void Agent::stdin_data(std::uint32_t channel, std::string data) {
+  auto it = procs_.find(channel);
+  if (it == procs_.end() || it->second.in_fd < 0) return;  // ended, or no stdin: dropped
+  it->second.stdin_buf += data;
+  flush_stdin(it->second);
+}
+
+void Agent::stdin_close(std::uint32_t channel) {
+  auto it = procs_.find(channel);
+  if (it == procs_.end()) return;
+  it->second.stdin_close = true;
+  flush_stdin(it->second);
+}
+
+void Agent::flush_stdin(Proc& p) {
+  if (p.in_fd < 0) return;
+  while (!p.stdin_buf.empty()) {
+    const ssize_t n = ::write(p.in_fd, p.stdin_buf.data(), p.stdin_buf.size());
+    if (n > 0) {
+      p.stdin_buf.erase(0, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    p.stdin_buf.clear();  // the process closed its stdin: what is left has nowhere to go
+    break;
+  }
+  if (p.stdin_close || p.status) {
+    ::close(p.in_fd);
+    p.in_fd = -1;
+  }
+}
+
+void Agent::signal(std::uint32_t channel, const agent::Signal& s) {
+  auto it = procs_.find(channel);
+  if (it == procs_.end()) return;
+  if (s.tree) return kill_tree(it->second, s.signo);
+  if (!it->second.status) ::kill(it->second.pid, s.signo);
+}
+
+void Agent::credit(std::uint32_t channel, std::uint32_t bytes) {
+  if (auto it = procs_.find(channel); it != procs_.end()) it->second.credit += bytes;
+  if (auto it = transfers_.find(channel); it != transfers_.end()) it->second.credit += bytes;
+}
+
+bool Agent::pump_output(Proc& p) {
+  char buf[agent::kChunk];
+  bool moved = false;
+  for (int* fd : {&p.out_fd, &p.err_fd}) {
+    if (*fd < 0 || p.credit == 0) continue;
+    const std::size_t want = std::min<std::uint64_t>(sizeof buf, p.credit);
+    const ssize_t n = ::read(*fd, buf, want);
+    if (n > 0) {
+      agent::Output o;
+      o.stream = fd == &p.out_fd ? agent::StreamId::Stdout : agent::StreamId::Stderr;
+      o.data.assign(buf, static_cast<std::size_t>(n));
+      send(Type::Output, p.channel, o.encode());
+      p.credit -= static_cast<std::uint64_t>(n);
+      moved = true;
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+  return moved;
+}
+
+void Agent::child_exited(pid_t pid, int status) {
+  auto spawned = spawned_.find(pid);
+  if (spawned == spawned_.end()) return;  // a descendant (an orphan we inherited): reaped
+  auto it = procs_.find(spawned->second);
+  spawned_.erase(spawned);
+  if (it == procs_.end()) return;
+  it->second.status = status;
+  it->second.exited_at = Clock::now();
+  flush_stdin(it->second);
+}
+
+void Agent::finish(Proc& p) {
+  // The main process ended and its pipes are at their end (or held open past the grace by a
+  // child it left running; that child stays, as it would after `docker exec`).
+  while (p.credit > 0 && pump_output(p)) {
+  }
+  if ((p.out_fd >= 0 || p.err_fd >= 0) && p.credit == 0) return;  // the host must read first
+  for (int fd : {p.out_fd, p.err_fd, p.in_fd})
+    if (fd >= 0) ::close(fd);
+  agent::Exit e;
+  const int status = *p.status;
+  if (WIFSIGNALED(status)) {
+    e.how = agent::Exit::How::Signalled;
+    e.value = WTERMSIG(status);
+    e.core_dumped = WCOREDUMP(status);
+  } else {
+    e.value = WEXITSTATUS(status);
+  }
+  const std::uint32_t channel = p.channel;
+  send(Type::Exit, channel, e.encode());
+  procs_.erase(channel);
+}
+
+void Agent::track_trees() {
+  const auto all = all_processes();
+  std::set<pid_t> known;
+  for (auto& [channel, p] : procs_)
+    known.insert(p.members.begin(), p.members.end());
+  for (auto& [channel, p] : procs_) {
+    // Membership spreads along parent links and the command's own session.
+    bool grew = true;
+    while (grew) {
+      grew = false;
+      for (const auto& [pid, st] : all) {
+        if (st.state == 'Z' || p.members.contains(pid)) continue;
+        if (p.members.contains(st.ppid) || (st.session == p.pid && p.pid > 0)) {
+          p.members.insert(pid);
+          known.insert(pid);
+          grew = true;
+        }
+      }
+    }
+    std::erase_if(p.members, [&](pid_t pid) { return !all.contains(pid); });
+  }
+  // Orphans that came to us and belong to nobody yet: when one command runs, they are its.
+  if (procs_.size() == 1) {
+    Proc& only = procs_.begin()->second;
+    for (const auto& [pid, st] : all) {
+      if (st.ppid == self_ && !known.contains(pid) && !spawned_.contains(pid) && st.state != 'Z')
+        only.members.insert(pid);
+    }
+  }
+}
+
+std::set<pid_t> Agent::tree_of(Proc& p) {
+  track_trees();
+  return p.members;
+}
+
+void Agent::kill_tree(Proc& p, int signo) {
+  // Stop the tree growing while it is being killed: repeat until a scan finds nobody new
+  // (a fork bomb gets at most a few rounds).
+  for (int round = 0; round < 20; ++round) {
+    const std::set<pid_t> members = tree_of(p);
+    bool any = false;
+    for (pid_t pid : members) {
+      if (pid <= 1 || pid == self_) continue;
+      if (::kill(pid, signo) == 0) any = true;
+    }
+    if (p.pid > 0 && !p.status) ::kill(-p.pid, signo);  // its session's group, new members too
+    if (!any || signo != SIGKILL) break;
+    reap();
+  }
+}
+
+void Agent::kill_everything(int signo) {
+  // As PID 1, everything in the sandbox; anywhere else (tests on a host), only descendants.
+  const auto all = all_processes();
+  auto ours = [&](pid_t pid) {
+    if (self_ == 1) return true;
+    for (int depth = 0; depth < 4096 && pid > 1; ++depth) {
+      auto it = all.find(pid);
+      if (it == all.end()) return false;
+      if (it->second.ppid == self_) return true;
+      pid = it->second.ppid;
+    }
+    return false;
+  };
+  for (const auto& [pid, st] : all) {
+    if (pid != self_ && pid > 1 && st.state != 'Z' && ours(pid)) ::kill(pid, signo);
+  }
+}
+
+}  // namespace sandboxio::agent_main

@@ -1,0 +1,451 @@
+// sandboxio-agent, driven over its stdin and stdout with the engine's protocol codec, the way
+// a host drives it: on this machine as a child process (a subreaper, not PID 1), and as PID 1
+// of containers through `docker run -i` (the python image, busybox, and an image holding
+// nothing but the agent). Every wait here is for a frame, never a sleep.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../docker/docker_support.hpp"
+#include "sandboxio/codec/agent.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sandboxio::agent::Frame;
+using sandboxio::agent::Type;
+namespace agent = sandboxio::agent;
+
+std::string agent_path() {
+  return SBX_AGENT;
+}
+
+/// One agent and a host-side conversation with it.
+class Client {
+ public:
+  explicit Client(std::vector<std::string> argv) {
+    int to[2], from[2];
+    EXPECT_EQ(::pipe2(to, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(from, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(to[0], 0);
+      ::dup2(from[1], 1);
+      std::vector<char*> args;
+      for (auto& a : argv)
+        args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    in_ = to[1];
+    out_ = from[0];
+  }
+  ~Client() {
+    // The owner leaves: the agent ends the sandbox and everything in it, then exits. (Killing
+    // the agent instead would leave its children behind on a host, where it is not PID 1.)
+    close_input();
+    if (pid_ > 0) (void)wait_exit(std::chrono::seconds(5));
+    if (out_ >= 0) ::close(out_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  void send(Type type, std::uint32_t channel, std::string_view payload = {}) {
+    const std::string wire = agent::frame(type, channel, payload);
+    std::size_t done = 0;
+    while (done < wire.size()) {
+      const ssize_t n = ::write(in_, wire.data() + done, wire.size() - done);
+      ASSERT_GT(n, 0) << "the agent stopped reading";
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  void send_raw(std::string_view bytes) { (void)!::write(in_, bytes.data(), bytes.size()); }
+  void close_input() {
+    if (in_ >= 0) ::close(in_);
+    in_ = -1;
+  }
+
+  /// The next frame, or nullopt when the agent closed its stdout or `timeout` passed.
+  std::optional<Frame> next(std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (frames_.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms) return std::nullopt;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = ::read(out_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      reader_.feed(std::string_view(buf, static_cast<std::size_t>(n)),
+                   [&](Frame f) { frames_.push_back(std::move(f)); });
+      EXPECT_FALSE(reader_.error().has_value());
+    }
+    Frame f = std::move(frames_.front());
+    frames_.pop_front();
+    return f;
+  }
+  /// The next frame of `channel` that is not a Log or a Started.
+  std::optional<Frame> next_on(std::uint32_t channel, std::chrono::milliseconds timeout = 20s) {
+    for (;;) {
+      auto f = next(timeout);
+      if (f && f->type == Type::Started) {
+        EXPECT_GT(agent::Started::decode(f->payload).value().pid, 0);
+        continue;
+      }
+      if (!f || (f->channel == channel && f->type != Type::Log)) return f;
+      if (f->type != Type::Log) others_.push_back(std::move(*f));
+    }
+  }
+
+  agent::Welcome hello() {
+    send(Type::Hello, 0, agent::Hello{}.encode());
+    auto f = next_on(0);
+    EXPECT_TRUE(f && f->type == Type::Welcome);
+    return agent::Welcome::decode(f ? f->payload : "").value();
+  }
+
+  struct Ran {
+    std::string out, err;
+    std::optional<agent::Exit> exit;
+  };
+  /// Starts argv on `channel`, collects its output (granting credit as it comes) and its exit.
+  Ran run(std::uint32_t channel, std::vector<std::string> argv, std::string stdin_data = {},
+          std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"}) {
+    agent::Start s;
+    s.argv = std::move(argv);
+    s.env = std::move(env);
+    s.stdin_open = !stdin_data.empty();
+    send(Type::Start, channel, s.encode());
+    if (!stdin_data.empty()) {
+      send(Type::Stdin, channel, stdin_data);
+      send(Type::StdinClose, channel);
+    }
+    return collect(channel);
+  }
+  Ran collect(std::uint32_t channel) {
+    Ran r;
+    for (;;) {
+      auto f = next_on(channel);
+      if (!f) return r;
+      if (f->type == Type::Output) {
+        auto o = agent::Output::decode(f->payload).value();
+        (o.stream == agent::StreamId::Stdout ? r.out : r.err) += o.data;
+        send(Type::Credit, channel, agent::Credit{static_cast<std::uint32_t>(o.data.size())}.encode());
+      } else if (f->type == Type::Exit) {
+        r.exit = agent::Exit::decode(f->payload).value();
+        return r;
+      }
+    }
+  }
+
+  /// Waits for the agent process to end; its exit status.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      // Its stdout closes when it exits: wait on that, then reap.
+      if (!next(deadline - std::chrono::steady_clock::now() > 0ms
+                    ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                    : 0ms)) {
+        int status = 0;
+        if (::waitpid(pid_, &status, 0) == pid_) {
+          pid_ = -1;
+          return status;
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  agent::FrameReader reader_{};
+  std::deque<Frame> frames_{};
+  std::vector<Frame> others_{};
+};
+
+std::string on_host_processes(const std::string& pattern) {
+  return sandboxio::testing::capture("pgrep -f '" + pattern + "' || true");
+}
+
+// ---- where the agent runs ----
+
+struct Where {
+  std::string name;
+  std::string image;  // empty: on this machine, as a child process
+};
+
+void PrintTo(const Where& w, std::ostream* os) {
+  *os << w.name;
+}
+
+std::string PrintWhere(const ::testing::TestParamInfo<Where>& info) {
+  return info.param.name;
+}
+
+class AgentTest : public ::testing::TestWithParam<Where> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().image.empty()) {
+      SBX_REQUIRE_ENGINE();
+      ensure_agent_only_image();
+    }
+  }
+  std::unique_ptr<Client> launch(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv;
+    if (GetParam().image.empty()) {
+      argv = {agent_path()};
+    } else {
+      argv = {"docker", "run", "-i", "--rm", "--network=none", "--cap-drop=ALL",
+              "--label", "io.sandboxio.test=agent",
+              "-v", agent_path() + ":/.sandboxio/agent:ro", "--entrypoint", "/.sandboxio/agent",
+              GetParam().image};
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto c = std::make_unique<Client>(argv);
+    welcome_ = c->hello();
+    return c;
+  }
+  bool in_container() const { return !GetParam().image.empty(); }
+  bool has_shell() const { return GetParam().name != "nothing_but_the_agent"; }
+  /// Processes matching `pattern` where the agent runs.
+  std::string processes(std::unique_ptr<Client>& c, const std::string& pattern) {
+    if (!in_container()) return on_host_processes(pattern);
+    auto r = c->run(900, {"sh", "-c",
+                          "for f in /proc/[0-9]*/cmdline; do tr '\\000' ' ' < $f 2>/dev/null; echo; "
+                          "done | grep '" + pattern + "' || true"});
+    return r.out;
+  }
+  static void ensure_agent_only_image() {
+    static bool made = false;
+    if (made) return;
+    // An image with no shell and no libraries: one static binary, the agent itself.
+    int status = 0;
+    sandboxio::testing::capture(
+        "d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " + agent_path() +
+            " $d/.sandboxio/agent && tar -C $d -c . | docker import - sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
+        &status);
+    made = status == 0;
+  }
+  agent::Welcome welcome_{};
+};
+
+TEST_P(AgentTest, HandshakeSaysVersionAndWhatTheImageHas) {
+  auto c = launch();
+  EXPECT_EQ(welcome_.version, agent::kVersion);
+  EXPECT_EQ(welcome_.agent, "sandboxio-agent 0.1.0");
+  if (in_container()) {
+    EXPECT_EQ(welcome_.pid, 1u) << "the agent is the container's init";
+  }
+  const bool python = GetParam().name == "python_image" || !in_container();
+  EXPECT_EQ((welcome_.features & agent::kPython3) != 0, python) << welcome_.python;
+  c->send(Type::Ping, 0, agent::Ping{42}.encode());
+  auto pong = c->next_on(0);
+  ASSERT_TRUE(pong && pong->type == Type::Pong);
+  EXPECT_EQ(agent::Ping::decode(pong->payload).value().nonce, 42u);
+}
+
+TEST_P(AgentTest, ExitCodesAndSignalsAreWhatWaitpidSaid) {
+  if (!has_shell()) GTEST_SKIP() << "no shell in this image";
+  auto c = launch();
+  auto r = c->run(1, {"sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->how, agent::Exit::How::Exited);
+  EXPECT_EQ(r.exit->value, 3);
+  // Above 128 is still an exit code, not a signal.
+  r = c->run(2, {"sh", "-c", "exit 200"});
+  EXPECT_EQ(r.exit->how, agent::Exit::How::Exited);
+  EXPECT_EQ(r.exit->value, 200);
+  r = c->run(3, {"sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(r.exit->how, agent::Exit::How::Signalled);
+  EXPECT_EQ(r.exit->value, SIGTERM);
+  r = c->run(4, {"/no/such/program"});
+  EXPECT_EQ(r.exit->how, agent::Exit::How::StartFailed);
+  EXPECT_EQ(r.exit->value, ENOENT);
+}
+
+TEST_P(AgentTest, StdinReachesTheProcessAndItsEndIsSeen) {
+  if (!has_shell()) GTEST_SKIP() << "no shell in this image";
+  auto c = launch();
+  auto r = c->run(1, {"cat"}, std::string("line one\nline two\0three", 23));
+  EXPECT_EQ(r.out, std::string("line one\nline two\0three", 23));
+  EXPECT_EQ(r.exit->value, 0);
+}
+
+TEST_P(AgentTest, OutputWaitsForCreditSoASlowHostSlowsTheProcess) {
+  if (!has_shell()) GTEST_SKIP() << "no shell in this image";
+  auto c = launch();
+  agent::Start s;
+  s.argv = {"sh", "-c", "head -c 3000000 /dev/zero"};
+  s.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  s.window = 100000;
+  c->send(Type::Start, 1, s.encode());
+  std::size_t got = 0;
+  // Without credit the agent sends at most the window, however long we wait for more.
+  for (;;) {
+    auto f = c->next_on(1, got >= s.window ? 300ms : 20s);
+    if (!f) break;
+    ASSERT_EQ(f->type, Type::Output) << agent::to_string(f->type);
+    got += agent::Output::decode(f->payload).value().data.size();
+    ASSERT_LE(got, s.window);
+  }
+  EXPECT_EQ(got, s.window);
+  c->send(Type::Credit, 1, agent::Credit{3000000}.encode());
+  auto rest = c->collect(1);
+  EXPECT_EQ(got + rest.out.size(), 3000000u);
+  ASSERT_TRUE(rest.exit);
+  EXPECT_EQ(rest.exit->value, 0);
+}
+
+TEST_P(AgentTest, KillingATreeReachesSetsidDoubleForkAndClearedEnvironments) {
+  if (!has_shell()) GTEST_SKIP() << "no shell in this image";
+  auto c = launch();
+  agent::Start s;
+  s.argv = {"sh", "-c",
+            "setsid sleep 1001 & (sleep 1002 &) ; env -i sleep 1003 & "
+            "nohup sleep 1004 >/dev/null 2>&1 & echo ready; sleep 1005"};
+  s.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  c->send(Type::Start, 1, s.encode());
+  std::string out;
+  while (out.find("ready") == std::string::npos) {
+    auto f = c->next_on(1);
+    ASSERT_TRUE(f);
+    if (f->type == Type::Output) out += agent::Output::decode(f->payload).value().data;
+  }
+  c->send(Type::Signal, 1, agent::Signal{true, SIGKILL}.encode());
+  auto r = c->collect(1);
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->how, agent::Exit::How::Signalled);
+  EXPECT_EQ(r.exit->value, SIGKILL);
+  EXPECT_EQ(processes(c, "sleep 100[1-5]"), "") << "a process escaped the kill";
+  // The next command works.
+  EXPECT_EQ(c->run(2, {"echo", "next"}).out, "next\n");
+}
+
+TEST_P(AgentTest, FilesRoundTripInChunksAndFailuresAreCoded) {
+  auto c = launch();
+  std::string data(3'000'000, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<char>((i * 7919) >> 3);
+  agent::PathRequest w;
+  w.path = "/tmp/sbx-agent-test/deep/file.bin";
+  w.flags = agent::PathRequest::kParents;
+  w.mode = 0640;
+  c->send(Type::WriteFile, 1, w.encode());
+  for (std::size_t off = 0; off < data.size(); off += agent::kChunk)
+    c->send(Type::FileData, 1, std::string_view(data).substr(off, agent::kChunk));
+  c->send(Type::FileEnd, 1);
+  auto done = c->next_on(1);
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->type, Type::Done) << agent::Failure::decode(done->payload).value().message;
+  EXPECT_EQ(agent::Done::decode(done->payload).value().size, data.size());
+
+  agent::PathRequest r;
+  r.path = w.path;
+  r.window = 200000;
+  c->send(Type::ReadFile, 2, r.encode());
+  std::string back;
+  for (;;) {
+    auto f = c->next_on(2);
+    ASSERT_TRUE(f);
+    if (f->type == Type::FileEnd) break;
+    ASSERT_EQ(f->type, Type::FileData);
+    back += f->payload;
+    c->send(Type::Credit, 2, agent::Credit{static_cast<std::uint32_t>(f->payload.size())}.encode());
+  }
+  EXPECT_TRUE(back == data) << "read back " << back.size() << " bytes";
+
+  agent::PathRequest l;
+  l.path = "/tmp/sbx-agent-test/deep";
+  c->send(Type::ListDir, 3, l.encode());
+  auto entries = c->next_on(3);
+  ASSERT_TRUE(entries && entries->type == Type::Entries);
+  auto list = agent::Entries::decode(entries->payload).value();
+  ASSERT_EQ(list.entries.size(), 1u);
+  EXPECT_EQ(list.entries[0].name, "file.bin");
+  EXPECT_EQ(list.entries[0].size, data.size());
+  EXPECT_EQ(list.entries[0].mode, 0640u);
+  EXPECT_EQ(c->next_on(3)->type, Type::Done);
+
+  auto failure = [&](Type type, std::uint32_t ch, const std::string& path) {
+    agent::PathRequest p;
+    p.path = path;
+    c->send(type, ch, p.encode());
+    auto f = c->next_on(ch);
+    EXPECT_TRUE(f && f->type == Type::Failure);
+    return agent::Failure::decode(f ? f->payload : "").value().problem(path).code;
+  };
+  EXPECT_EQ(failure(Type::ReadFile, 4, "/tmp/sbx-agent-test/missing"), sandboxio::errc::FileNotFound);
+  EXPECT_EQ(failure(Type::ReadFile, 5, "/tmp/sbx-agent-test"), sandboxio::errc::IsADirectory);
+  EXPECT_EQ(failure(Type::ListDir, 6, w.path), sandboxio::errc::NotADirectory);
+
+  agent::PathRequest rm;
+  rm.path = "/tmp/sbx-agent-test";
+  rm.flags = agent::PathRequest::kRecursive;
+  c->send(Type::Remove, 7, rm.encode());
+  EXPECT_EQ(c->next_on(7)->type, Type::Done);
+  EXPECT_EQ(failure(Type::Stat, 8, "/tmp/sbx-agent-test"), sandboxio::errc::FileNotFound);
+}
+
+TEST_P(AgentTest, TheOwnerLeavingEndsTheSandboxAndEverythingInIt) {
+  if (!has_shell()) GTEST_SKIP() << "no shell in this image";
+  auto c = launch();
+  agent::Start s;
+  s.argv = {"sh", "-c", "setsid sleep 1011 & echo ready; sleep 1012"};
+  s.env = {"PATH=/usr/bin:/bin"};
+  c->send(Type::Start, 1, s.encode());
+  auto f = c->next_on(1);
+  ASSERT_TRUE(f && f->type == Type::Output);
+  c->close_input();  // the owner's end of the stream closes
+  auto status = c->wait_exit(10s);
+  ASSERT_TRUE(status) << "the agent did not end when its owner left";
+  EXPECT_TRUE(WIFEXITED(*status)) << *status;
+  if (!in_container()) {
+    EXPECT_EQ(on_host_processes("sleep 101[12]"), "");
+  }
+}
+
+TEST_P(AgentTest, TheLifetimeEndsTheSandbox) {
+  auto c = launch({"--lifetime", "1"});
+  auto status = c->wait_exit(10s);
+  ASSERT_TRUE(status) << "the agent outlived its lifetime";
+}
+
+TEST_P(AgentTest, AMalformedFrameEndsTheSessionWithAFailure) {
+  auto c = launch();
+  // A header announcing a 16 MiB payload: refused before anything is allocated for it.
+  c->send_raw(std::string("\x01\x00\x00\x00\x02\x00\x00\x00\x01", 9));
+  auto f = c->next_on(0);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->type, Type::Failure);
+  EXPECT_TRUE(c->wait_exit(10s)) << "the agent kept running after a malformed frame";
+}
+
+INSTANTIATE_TEST_SUITE_P(Agent, AgentTest,
+                         ::testing::Values(Where{"on_this_machine", ""},
+                                           Where{"python_image", sandboxio::testing::kPythonImage},
+                                           Where{"busybox_image", sandboxio::testing::kBusyboxImage},
+                                           Where{"nothing_but_the_agent",
+                                                 "sandboxio-test/agent-only:latest"}),
+                         PrintWhere);
+
+}  // namespace
