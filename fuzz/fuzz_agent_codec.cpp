@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       round_trip<Failure>(f.payload);
       round_trip<Entries>(f.payload);
       round_trip<Ping>(f.payload);
-      if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize) std::abort();
+      if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize)
+        std::abort();
     });
     if (!ok) break;
     rest.remove_prefix(std::min(split, rest.size()));

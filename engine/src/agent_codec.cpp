@@ -125,38 +125,65 @@ class Reader {
 
 std::string_view to_string(Type t) noexcept {
   switch (t) {
-    case Type::Hello: return "Hello";
-    case Type::Start: return "Start";
-    case Type::Stdin: return "Stdin";
-    case Type::StdinClose: return "StdinClose";
-    case Type::Signal: return "Signal";
-    case Type::Credit: return "Credit";
-    case Type::ReadFile: return "ReadFile";
-    case Type::WriteFile: return "WriteFile";
-    case Type::ListDir: return "ListDir";
-    case Type::Stat: return "Stat";
-    case Type::MakeDir: return "MakeDir";
-    case Type::Remove: return "Remove";
-    case Type::Ping: return "Ping";
-    case Type::Shutdown: return "Shutdown";
-    case Type::FileData: return "FileData";
-    case Type::FileEnd: return "FileEnd";
-    case Type::Welcome: return "Welcome";
-    case Type::Started: return "Started";
-    case Type::Output: return "Output";
-    case Type::Exit: return "Exit";
-    case Type::Done: return "Done";
-    case Type::Failure: return "Failure";
-    case Type::Entries: return "Entries";
-    case Type::Pong: return "Pong";
-    case Type::Log: return "Log";
+    case Type::Hello:
+      return "Hello";
+    case Type::Start:
+      return "Start";
+    case Type::Stdin:
+      return "Stdin";
+    case Type::StdinClose:
+      return "StdinClose";
+    case Type::Signal:
+      return "Signal";
+    case Type::Credit:
+      return "Credit";
+    case Type::ReadFile:
+      return "ReadFile";
+    case Type::WriteFile:
+      return "WriteFile";
+    case Type::ListDir:
+      return "ListDir";
+    case Type::Stat:
+      return "Stat";
+    case Type::MakeDir:
+      return "MakeDir";
+    case Type::Remove:
+      return "Remove";
+    case Type::Ping:
+      return "Ping";
+    case Type::Shutdown:
+      return "Shutdown";
+    case Type::FileData:
+      return "FileData";
+    case Type::FileEnd:
+      return "FileEnd";
+    case Type::Welcome:
+      return "Welcome";
+    case Type::Started:
+      return "Started";
+    case Type::Output:
+      return "Output";
+    case Type::Exit:
+      return "Exit";
+    case Type::Done:
+      return "Done";
+    case Type::Failure:
+      return "Failure";
+    case Type::Entries:
+      return "Entries";
+    case Type::Pong:
+      return "Pong";
+    case Type::Log:
+      return "Log";
   }
   return "unknown";
 }
 
 std::string frame(Type type, std::uint32_t channel, std::string_view payload) {
   Writer w;
-  w.u32(static_cast<std::uint32_t>(payload.size())).u8(static_cast<std::uint8_t>(type)).u32(channel);
+  w.u32(static_cast<std::uint32_t>(payload.size()))
+      .u8(static_cast<std::uint8_t>(type))
+      .u32(channel);
   std::string out = w.take();
   out.append(payload);
   return out;
@@ -213,14 +240,7 @@ Result<Welcome> Welcome::decode(std::string_view payload) {
 }
 
 std::string Start::encode() const {
-  return Writer()
-      .list(argv)
-      .list(env)
-      .str(cwd)
-      .str(user)
-      .u8(stdin_open ? 1 : 0)
-      .u32(window)
-      .take();
+  return Writer().list(argv).list(env).str(cwd).str(user).u8(stdin_open ? 1 : 0).u32(window).take();
 }
 Result<Start> Start::decode(std::string_view payload) {
   Reader r(payload);
@@ -339,13 +359,18 @@ Result<Failure> Failure::decode(std::string_view payload) {
 Problem Failure::problem(const std::string& what) const {
   const std::string detail = what + ": " + message;
   switch (error) {
-    case ENOENT: return {errc::FileNotFound, detail, {}};
-    case ENOTDIR: return {errc::NotADirectory, detail, {}};
-    case EISDIR: return {errc::IsADirectory, detail, {}};
+    case ENOENT:
+      return {errc::FileNotFound, detail, {}};
+    case ENOTDIR:
+      return {errc::NotADirectory, detail, {}};
+    case EISDIR:
+      return {errc::IsADirectory, detail, {}};
     case EACCES:
     case EPERM:
-    case EROFS: return {errc::FilePermissionDenied, detail, {}};
-    default: return {errc::FilesystemError, detail, {}};
+    case EROFS:
+      return {errc::FilePermissionDenied, detail, {}};
+    default:
+      return {errc::FilesystemError, detail, {}};
   }
 }
 

@@ -146,7 +146,8 @@ class Client {
       if (f->type == Type::Output) {
         auto o = agent::Output::decode(f->payload).value();
         (o.stream == agent::StreamId::Stdout ? r.out : r.err) += o.data;
-        send(Type::Credit, channel, agent::Credit{static_cast<std::uint32_t>(o.data.size())}.encode());
+        send(Type::Credit, channel,
+             agent::Credit{static_cast<std::uint32_t>(o.data.size())}.encode());
       } else if (f->type == Type::Exit) {
         r.exit = agent::Exit::decode(f->payload).value();
         return r;
@@ -213,9 +214,18 @@ class AgentTest : public ::testing::TestWithParam<Where> {
     if (GetParam().image.empty()) {
       argv = {agent_path()};
     } else {
-      argv = {"docker", "run", "-i", "--rm", "--network=none", "--cap-drop=ALL",
-              "--label", "io.sandboxio.test=agent",
-              "-v", agent_path() + ":/.sandboxio/agent:ro", "--entrypoint", "/.sandboxio/agent",
+      argv = {"docker",
+              "run",
+              "-i",
+              "--rm",
+              "--network=none",
+              "--cap-drop=ALL",
+              "--label",
+              "io.sandboxio.test=agent",
+              "-v",
+              agent_path() + ":/.sandboxio/agent:ro",
+              "--entrypoint",
+              "/.sandboxio/agent",
               GetParam().image};
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -228,9 +238,11 @@ class AgentTest : public ::testing::TestWithParam<Where> {
   /// Processes matching `pattern` where the agent runs.
   std::string processes(std::unique_ptr<Client>& c, const std::string& pattern) {
     if (!in_container()) return on_host_processes(pattern);
-    auto r = c->run(900, {"sh", "-c",
-                          "for f in /proc/[0-9]*/cmdline; do tr '\\000' ' ' < $f 2>/dev/null; echo; "
-                          "done | grep '" + pattern + "' || true"});
+    auto r =
+        c->run(900, {"sh", "-c",
+                     "for f in /proc/[0-9]*/cmdline; do tr '\\000' ' ' < $f 2>/dev/null; echo; "
+                     "done | grep '" +
+                         pattern + "' || true"});
     return r.out;
   }
   static void ensure_agent_only_image() {
@@ -238,10 +250,10 @@ class AgentTest : public ::testing::TestWithParam<Where> {
     if (made) return;
     // An image with no shell and no libraries: one static binary, the agent itself.
     int status = 0;
-    sandboxio::testing::capture(
-        "d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " + agent_path() +
-            " $d/.sandboxio/agent && tar -C $d -c . | docker import - sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
-        &status);
+    sandboxio::testing::capture("d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " + agent_path() +
+                                    " $d/.sandboxio/agent && tar -C $d -c . | docker import - "
+                                    "sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
+                                &status);
     made = status == 0;
   }
   agent::Welcome welcome_{};
@@ -394,7 +406,8 @@ TEST_P(AgentTest, FilesRoundTripInChunksAndFailuresAreCoded) {
     EXPECT_TRUE(f && f->type == Type::Failure);
     return agent::Failure::decode(f ? f->payload : "").value().problem(path).code;
   };
-  EXPECT_EQ(failure(Type::ReadFile, 4, "/tmp/sbx-agent-test/missing"), sandboxio::errc::FileNotFound);
+  EXPECT_EQ(failure(Type::ReadFile, 4, "/tmp/sbx-agent-test/missing"),
+            sandboxio::errc::FileNotFound);
   EXPECT_EQ(failure(Type::ReadFile, 5, "/tmp/sbx-agent-test"), sandboxio::errc::IsADirectory);
   EXPECT_EQ(failure(Type::ListDir, 6, w.path), sandboxio::errc::NotADirectory);
 
@@ -440,12 +453,12 @@ TEST_P(AgentTest, AMalformedFrameEndsTheSessionWithAFailure) {
   EXPECT_TRUE(c->wait_exit(10s)) << "the agent kept running after a malformed frame";
 }
 
-INSTANTIATE_TEST_SUITE_P(Agent, AgentTest,
-                         ::testing::Values(Where{"on_this_machine", ""},
-                                           Where{"python_image", sandboxio::testing::kPythonImage},
-                                           Where{"busybox_image", sandboxio::testing::kBusyboxImage},
-                                           Where{"nothing_but_the_agent",
-                                                 "sandboxio-test/agent-only:latest"}),
-                         PrintWhere);
+INSTANTIATE_TEST_SUITE_P(
+    Agent, AgentTest,
+    ::testing::Values(Where{"on_this_machine", ""},
+                      Where{"python_image", sandboxio::testing::kPythonImage},
+                      Where{"busybox_image", sandboxio::testing::kBusyboxImage},
+                      Where{"nothing_but_the_agent", "sandboxio-test/agent-only:latest"}),
+    PrintWhere);
 
 }  // namespace
