@@ -59,6 +59,12 @@ class Reader {
     in_.remove_prefix(1);
     return v;
   }
+  // A boolean is 0 or 1 on the wire; any other byte is malformed (one wire form per message).
+  bool flag() {
+    const auto v = u8();
+    if (v > 1) ok_ = false;
+    return v == 1;
+  }
   std::uint32_t u32() {
     if (!need(4)) return 0;
     std::uint32_t v = 0;
@@ -249,7 +255,7 @@ Result<Start> Start::decode(std::string_view payload) {
   s.env = r.list();
   s.cwd = r.str();
   s.user = r.str();
-  s.stdin_open = r.u8() != 0;
+  s.stdin_open = r.flag();
   s.window = r.u32();
   auto out = r.finish(s, "Start");
   if (out && out.value().argv.empty()) return malformed("Start (no program)");
@@ -272,7 +278,7 @@ std::string Signal::encode() const {
 Result<Signal> Signal::decode(std::string_view payload) {
   Reader r(payload);
   Signal s;
-  s.tree = r.u8() != 0;
+  s.tree = r.flag();
   s.signo = r.i32();
   return r.finish(s, "Signal");
 }
@@ -316,7 +322,7 @@ Result<Exit> Exit::decode(std::string_view payload) {
   const auto how = r.u8();
   e.how = static_cast<Exit::How>(how);
   e.value = r.i32();
-  e.core_dumped = r.u8() != 0;
+  e.core_dumped = r.flag();
   e.message = r.str();
   if (how > 2) return malformed("Exit (kind)");
   return r.finish(e, "Exit");
@@ -393,7 +399,8 @@ Result<Entries> Entries::decode(std::string_view payload) {
     Entry e;
     e.name = r.str();
     const auto kind = r.u8();
-    e.kind = kind <= 3 ? static_cast<Entry::Kind>(kind) : Entry::Kind::Other;
+    if (kind > 3) return malformed("Entries (kind)");
+    e.kind = static_cast<Entry::Kind>(kind);
     e.size = r.u64();
     e.mode = r.u32();
     e.mtime = r.i64();

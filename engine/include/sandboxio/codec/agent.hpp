@@ -144,8 +144,8 @@ struct Welcome {
 
 struct Start {
   std::vector<std::string> argv{};
-  std::vector<std::string> env{};  // NAME=VALUE; the process gets exactly these
-  std::string cwd{};               // empty: "/"
+  std::vector<std::string> env{};  // NAME=VALUE over the sandbox's environment
+  std::string cwd{};               // empty: the sandbox's working directory
   std::string user{};              // empty: the agent's; else UID[:GID]
   bool stdin_open = false;         // false: stdin is /dev/null
   std::uint32_t window = kDefaultWindow;
