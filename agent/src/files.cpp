@@ -34,14 +34,14 @@ int make_parents(const std::string& path, mode_t mode) {
     const std::string prefix = path.substr(0, i);
     if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) return errno;
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return errno;
   return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
 /// rm -r below a directory fd; returns 0 or errno.
 int remove_tree(int dirfd, const char* name) {
-  struct stat st{};
+  struct stat st {};
   if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
   if (!S_ISDIR(st.st_mode)) return ::unlinkat(dirfd, name, 0) == 0 ? 0 : errno;
   const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -79,7 +79,7 @@ void Agent::read_file(std::uint32_t channel, const agent::PathRequest& r) {
     return fail(channel, 0, "channel in use");
   const int fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fail(channel, errno, r.path);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     const int error = S_ISDIR(st.st_mode) ? EISDIR : errno;
     ::close(fd);
@@ -127,7 +127,7 @@ void Agent::write_file(std::uint32_t channel, const agent::PathRequest& r) {
       fail(channel, error, parent_of(r.path));
     }
   }
-  struct stat st{};
+  struct stat st {};
   if (!t.failed && ::stat(r.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     t.failed = true;
     fail(channel, EISDIR, r.path);
@@ -198,7 +198,7 @@ void Agent::list_dir(std::uint32_t channel, const agent::PathRequest& r) {
   std::uint64_t count = 0;
   while (dirent* e = ::readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    struct stat st{};
+    struct stat st {};
     if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
     batch.entries.push_back(entry_of(e->d_name, st));
     bytes += 32 + std::strlen(e->d_name);
@@ -215,11 +215,12 @@ void Agent::list_dir(std::uint32_t channel, const agent::PathRequest& r) {
 }
 
 void Agent::stat_path(std::uint32_t channel, const agent::PathRequest& r) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(r.path.c_str(), &st) != 0) return fail(channel, errno, r.path);
   agent::Entries one;
   const auto slash = r.path.rfind('/');
-  one.entries.push_back(entry_of(slash == std::string::npos ? r.path : r.path.substr(slash + 1), st));
+  one.entries.push_back(
+      entry_of(slash == std::string::npos ? r.path : r.path.substr(slash + 1), st));
   send(Type::Entries, channel, one.encode());
 }
 

@@ -16,7 +16,8 @@ namespace sandboxio::mcp {
 namespace {
 
 std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
@@ -83,25 +84,26 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
  private:
   void read() {
-    socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](std::error_code ec,
-                                                                           std::size_t n) {
-      if (ec) return;
-      std::string_view data(self->buf_.data(), n);
-      while (!data.empty()) {
-        const std::size_t used = self->parser_.feed(data);
-        data.remove_prefix(used);
-        if (self->parser_.error()) return self->respond(400, "text/plain", "bad request\n", false);
-        if (self->parser_.complete()) {
-          self->body_ += self->parser_.take_body();
-          return self->request();
-        }
-        self->body_ += self->parser_.take_body();
-        if (self->body_.size() > (4u << 20))
-          return self->respond(413, "text/plain", "request too large\n", false);
-        if (used == 0) break;
-      }
-      self->read();
-    });
+    socket_.async_read_some(
+        asio::buffer(buf_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+          if (ec) return;
+          std::string_view data(self->buf_.data(), n);
+          while (!data.empty()) {
+            const std::size_t used = self->parser_.feed(data);
+            data.remove_prefix(used);
+            if (self->parser_.error())
+              return self->respond(400, "text/plain", "bad request\n", false);
+            if (self->parser_.complete()) {
+              self->body_ += self->parser_.take_body();
+              return self->request();
+            }
+            self->body_ += self->parser_.take_body();
+            if (self->body_.size() > (4u << 20))
+              return self->respond(413, "text/plain", "request too large\n", false);
+            if (used == 0) break;
+          }
+          self->read();
+        });
   }
 
   bool allowed_host(const std::string& value) const {
@@ -124,7 +126,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     body_.clear();
     Transport t;
     t.http = true;
-    for (const auto& h : parser_.headers()) t.headers[lower(h.name)] = h.value;
+    for (const auto& h : parser_.headers())
+      t.headers[lower(h.name)] = h.value;
     const bool keep = parser_.keep_alive();
     // DNS rebinding: a browser tricked into calling us carries a foreign Host or Origin.
     auto host = t.headers.find("host");
@@ -136,8 +139,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     const std::string target = parser_.target().substr(0, parser_.target().find('?'));
     if (target != "/mcp") return respond(404, "text/plain", "not found: use /mcp\n", keep);
     if (parser_.method() != "POST")
-      return respond(405, "text/plain", "only POST is served (no server-initiated stream)\n",
-                     keep, "Allow: POST\r\n");
+      return respond(405, "text/plain", "only POST is served (no server-initiated stream)\n", keep,
+                     "Allow: POST\r\n");
     const std::string ctype = lower(t.headers["content-type"]);
     if (ctype.rfind("application/json", 0) != 0)
       return respond(415, "text/plain", "Content-Type must be application/json\n", keep);
@@ -157,7 +160,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                                                   keep);
                            // Progress notifications then the response, as server-sent events.
                            std::string events;
-                           for (const auto& m : *messages) events += "event: message\ndata: " + m + "\n\n";
+                           for (const auto& m : *messages)
+                             events += "event: message\ndata: " + m + "\n\n";
                            self->respond(status, "text/event-stream", events, keep);
                          }});
   }
@@ -174,8 +178,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                          : status == 413 ? "Payload Too Large"
                          : status == 415 ? "Unsupported Media Type"
                                          : "Error";
-    auto out = std::make_shared<std::string>("HTTP/1.1 " + std::to_string(status) + " " + reason +
-                                             "\r\n");
+    auto out =
+        std::make_shared<std::string>("HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n");
     if (!type.empty()) *out += "Content-Type: " + type + "\r\n";
     *out += "Content-Length: " + std::to_string(body.size()) + "\r\n" + extra;
     *out += keep ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";

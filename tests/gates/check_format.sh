@@ -5,7 +5,7 @@ root=${1:?usage: check_format.sh SOURCE_DIR}
 cd "$root"
 fmt=$(command -v clang-format-14 || command -v clang-format || true)
 [ -n "$fmt" ] || { echo "clang-format not found: apt-get install clang-format" >&2; exit 1; }
-mapfile -t files < <(find engine transports backends contract tests examples fuzz bench tools cli \
+mapfile -t files < <(find engine transports backends contract tests examples fuzz bench tools cli agent mcp runtime \
   -type f \( -name '*.cpp' -o -name '*.hpp' \) 2>/dev/null | sort)
 [ "${#files[@]}" -gt 0 ] || { echo "no sources found under $root" >&2; exit 1; }
 if ! "$fmt" --dry-run -Werror "${files[@]}"; then
