@@ -7,6 +7,7 @@
 //   main.cpp       arguments, init duties (subreaper, signals, reaping), the poll loop
 //   processes.cpp  Start, Stdin, Signal, Credit; output and exit; tree membership and kills
 //   files.cpp      ReadFile, WriteFile, ListDir, Stat, MakeDir, Remove
+//   user.cpp       --user: the identity commands and files take, from the image's own files
 #pragma once
 
 #include <sys/types.h>
@@ -41,7 +42,7 @@ struct Proc {
   int out_fd = -1, err_fd = -1, in_fd = -1;
   std::uint64_t credit = 0;
   std::string stdin_buf{};
-  bool stdin_close = false;  // close stdin once stdin_buf is written
+  bool stdin_close = false;     // close stdin once stdin_buf is written
   std::optional<int> status{};  // waitpid's status of the main process
   std::optional<Clock::time_point> exited_at{};
   std::set<pid_t> members{};  // every process seen in its tree (the main one included)
@@ -56,9 +57,24 @@ struct Transfer {  // a ReadFile or WriteFile in flight
   bool failed = false;  // WriteFile: an error was reported; data is ignored until FileEnd
 };
 
+/// Who commands run as, and files are opened as, when the agent itself stays root.
+struct Identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups{};  // the primary group first
+  std::string name{}, home{};
+};
+
+/// USER[:GROUP] (names or numbers) against the image's /etc/passwd and /etc/group.
+[[nodiscard]] Result<Identity> resolve_user(const std::string& spec);
+/// Makes `id` the agent's groups and fs identity (files) and HOME; false with `error` when the
+/// kernel refuses (no CAP_SETUID / CAP_SETGID).
+[[nodiscard]] bool take_identity(const Identity& id, std::string& error);
+
 struct Options {
   std::optional<std::chrono::seconds> lifetime{};
   bool outlive = false;  // keep running when the owner's stream closes (until the lifetime)
+  std::optional<Identity> user{};  // --user: commands run as this user, never as root
 };
 
 class Agent {

@@ -1,6 +1,6 @@
 // sandboxio-agent: arguments, the duties of an init, and the poll loop (see agent.hpp).
 //
-//   sandboxio-agent [--lifetime SECONDS] [--outlive]
+//   sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive]
 //
 // stdin and stdout carry the agent protocol; stderr is for the agent's own last words.
 #include <fcntl.h>
@@ -39,6 +39,10 @@ Agent::Agent(Options options) : options_(options), self_(::getpid()) {
   // Orphans of every command come to us (we are PID 1 in a container, and a subreaper
   // anywhere else), so that every descendant can be found and reaped.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Commands run as our uid; not being dumpable keeps them out of us anyway: no ptrace, no
+  // /proc/<agent>/mem, fd (the protocol's pipes) or environ without CAP_SYS_PTRACE, which a
+  // sandbox never has. Programs we exec are dumpable again (the kernel resets it on exec).
+  ::prctl(PR_SET_DUMPABLE, 0);
   sigset_t set;
   sigemptyset(&set);
   for (int s : kSignals)
@@ -129,8 +133,10 @@ void Agent::on_frame(Frame f) {
       if (!s) return bad(s.problem());
       return start(f.channel, s.value());
     }
-    case Type::Stdin: return stdin_data(f.channel, std::move(f.payload));
-    case Type::StdinClose: return stdin_close(f.channel);
+    case Type::Stdin:
+      return stdin_data(f.channel, std::move(f.payload));
+    case Type::StdinClose:
+      return stdin_close(f.channel);
     case Type::Signal: {
       auto s = agent::Signal::decode(f.payload);
       if (!s) return bad(s.problem());
@@ -156,14 +162,17 @@ void Agent::on_frame(Frame f) {
       if (f.type == Type::MakeDir) return make_dir(f.channel, r.value());
       return remove_path(f.channel, r.value());
     }
-    case Type::FileData: return file_data(f.channel, std::move(f.payload));
-    case Type::FileEnd: return file_end(f.channel);
+    case Type::FileData:
+      return file_data(f.channel, std::move(f.payload));
+    case Type::FileEnd:
+      return file_end(f.channel);
     case Type::Ping: {
       auto p = agent::Ping::decode(f.payload);
       if (!p) return bad(p.problem());
       return send(Type::Pong, 0, p.value().encode());
     }
-    case Type::Shutdown: return shutdown("the owner asked");
+    case Type::Shutdown:
+      return shutdown("the owner asked");
     default:
       send(Type::Failure, 0,
            agent::Failure{0, "unexpected frame " + std::string(agent::to_string(f.type))}.encode());
@@ -274,13 +283,27 @@ int main(int argc, char** argv) {
         return 2;
       }
       options.lifetime = std::chrono::seconds(seconds);
+    } else if (arg == "--user" && i + 1 < argc) {
+      auto id = sandboxio::agent_main::resolve_user(argv[++i]);
+      std::string error;
+      if (!id) {
+        std::fprintf(stderr, "sandboxio-agent: %s\n", id.problem().detail.c_str());
+        return 2;
+      }
+      if (!sandboxio::agent_main::take_identity(id.value(), error)) {
+        std::fprintf(stderr, "sandboxio-agent: --user %s: %s\n", argv[i], error.c_str());
+        return 2;
+      }
+      options.user = std::move(id).value();
     } else if (arg == "--outlive") {
       options.outlive = true;
     } else if (arg == "--version") {
       std::printf("%s\n", sandboxio::agent_main::kAgentVersion.data());
       return 0;
     } else {
-      std::fprintf(stderr, "usage: sandboxio-agent [--lifetime SECONDS] [--outlive]\n");
+      std::fprintf(
+          stderr,
+          "usage: sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive]\n");
       return 2;
     }
   }

@@ -123,7 +123,18 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
       if (fd >= 0) ::close(fd);
     return start_failed(errno, "pipe");
   }
-  std::vector<std::string> argv_s = s.argv, env_s = s.env;
+  // The sandbox's environment (the agent's own, as the image and create() set it) with the
+  // command's variables over it.
+  std::vector<std::string> argv_s = s.argv, env_s;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    const std::string_view name = var.substr(0, var.find('='));
+    bool overridden = false;
+    for (const auto& mine : s.env)
+      overridden = overridden || std::string_view(mine).substr(0, mine.find('=')) == name;
+    if (!overridden) env_s.emplace_back(var);
+  }
+  env_s.insert(env_s.end(), s.env.begin(), s.env.end());
   std::vector<char*> argv, envp;
   for (auto& a : argv_s)
     argv.push_back(a.data());
@@ -131,7 +142,7 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
   for (auto& e : env_s)
     envp.push_back(e.data());
   envp.push_back(nullptr);
-  const std::string cwd = s.cwd.empty() ? "/" : s.cwd;
+  const std::string cwd = s.cwd;  // empty: the agent's own (the image's working directory)
 
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -146,10 +157,15 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
     if (::dup2(s.stdin_open ? in[0] : null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 ||
         ::dup2(err[1], 2) < 0)
       child_fail(report[1], errno);
-    if (::chdir(cwd.c_str()) != 0) child_fail(report[1], errno);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) child_fail(report[1], errno);
     if (!s.user.empty()) {
       if (::setgroups(0, nullptr) != 0 && errno != EPERM) child_fail(report[1], errno);
       if (::setgid(gid) != 0 || ::setuid(uid) != 0) child_fail(report[1], errno);
+    } else if (const auto& id = options_.user) {
+      // The sandbox's user (its groups are already ours). Leaving uid 0 clears every
+      // capability the agent holds; no-new-privileges keeps them from coming back.
+      if (::setgid(id->gid) != 0 || ::setuid(id->uid) != 0) child_fail(report[1], errno);
+      if (id->uid != 0 && ::setuid(0) == 0) child_fail(report[1], EPERM);
     }
     environ = envp.data();  // execvp searches the PATH the command was given
     ::execvp(argv[0], argv.data());
