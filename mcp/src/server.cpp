@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "sandboxio/async.hpp"
-#include "sandboxio/dsn.hpp"
+#include "sandboxio/codec/base64.hpp"
 #include "sandboxio/codec/json.hpp"
 #include "sandboxio/codec/json_writer.hpp"
-#include "sandboxio/codec/base64.hpp"
+#include "sandboxio/dsn.hpp"
 #include "sandboxio/mcp.hpp"
 
 namespace sandboxio::mcp {
@@ -44,12 +44,13 @@ bool is_legacy(std::string_view v) {
 }
 
 std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
   std::size_t i = 0;
-  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t'))
+    ++i;
   return s.substr(i);
 }
-
 
 std::string id_text(const json::Value* id) {
   if (!id) return {};
@@ -136,14 +137,16 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           }
           auto queued = std::move(self->waiting);
           self->waiting.clear();
-          for (auto& w : queued) w(ec);
+          for (auto& w : queued)
+            w(ec);
         });
   }
 
   // ---- JSON-RPC ----
   void handle(std::string_view text, const Transport& t, Reply reply) {
     auto doc = json::parse(text);
-    if (!doc) return send_error(reply, {}, kParseError, "Parse error: the message is not JSON", 400);
+    if (!doc)
+      return send_error(reply, {}, kParseError, "Parse error: the message is not JSON", 400);
     const json::Value& msg = doc.value();
     if (msg.is_array())
       return send_error(reply, {}, kInvalidRequest, "batches are not supported", 400);
@@ -204,7 +207,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       if (version != kStatelessVersion) {
         JsonWriter d;
         d.begin_object().key("supported").begin_array().value(kStatelessVersion);
-        for (auto l : kLegacyVersions) d.value(l);
+        for (auto l : kLegacyVersions)
+          d.value(l);
         d.end_array().key("requested").value(version).end_object();
         return send_error(reply, rid, kUnsupportedVersion,
                           "unsupported protocol version " + version, 400, std::move(d).str());
@@ -212,7 +216,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       if (*method == "server/discover") return reply_result(reply, rid, complete(discover(), true));
       if (*method == "tools/list") return reply_result(reply, rid, complete(tools_list(), true));
       if (*method == "tools/call") return tools_call(rid, *params, reply, true);
-      return send_error(reply, rid, kMethodNotFound, "method not found: " + std::string(*method), 404);
+      return send_error(reply, rid, kMethodNotFound, "method not found: " + std::string(*method),
+                        404);
     }
     if (t.http && header_version && !is_legacy(*header_version))
       return send_error(reply, rid, kInvalidRequest,
@@ -276,7 +281,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::string discover() const {
     JsonWriter w;
     w.begin_object().key("supportedVersions").begin_array().value(kStatelessVersion);
-    for (auto l : kLegacyVersions) w.value(l);
+    for (auto l : kLegacyVersions)
+      w.value(l);
     w.end_array();
     w.key("capabilities").begin_object().key("tools").begin_object().end_object().end_object();
     w.end_object();
@@ -311,8 +317,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     call->reply.end(200);
   }
 
-  void tools_call(const std::string& rid, const json::Value& params, Reply reply,
-                  bool stateless) {
+  void tools_call(const std::string& rid, const json::Value& params, Reply reply, bool stateless) {
     const auto name = params.string_at("name");
     if (!name) return send_error(reply, rid, kInvalidParams, "tools/call needs params.name", 400);
     const json::Value* args = params.find("arguments");
@@ -375,14 +380,22 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       }
       const std::size_t size = data.size();
       const std::string p(*path);
-      return with(call, [self = shared_from_this(), call, p, data = std::move(data), size]() mutable {
-        self->sandbox->async_write_file(p, std::move(data), [self, call, p, size](std::error_code ec) {
-          if (ec) return self->tool_error(call, ec);
-          JsonWriter s;
-          s.begin_object().key("path").value(p).key("bytes").value(static_cast<std::uint64_t>(size)).end_object();
-          self->tool_result(call, "wrote " + std::to_string(size) + " bytes to " + p, std::move(s).str());
-        });
-      });
+      return with(
+          call, [self = shared_from_this(), call, p, data = std::move(data), size]() mutable {
+            self->sandbox->async_write_file(
+                p, std::move(data), [self, call, p, size](std::error_code ec) {
+                  if (ec) return self->tool_error(call, ec);
+                  JsonWriter s;
+                  s.begin_object()
+                      .key("path")
+                      .value(p)
+                      .key("bytes")
+                      .value(static_cast<std::uint64_t>(size))
+                      .end_object();
+                  self->tool_result(call, "wrote " + std::to_string(size) + " bytes to " + p,
+                                    std::move(s).str());
+                });
+          });
     }
     if (*name == "read_file") {
       const auto path = args->string_at("path");
@@ -394,8 +407,13 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           const bool text = is_valid_utf8(data) && data.find('\0') == std::string::npos;
           const std::string shown = text ? data : base64_encode(data);
           JsonWriter s;
-          s.begin_object().key("path").value(p).key("size").value(static_cast<std::uint64_t>(data.size()));
-          s.key("encoding").value(text ? "utf-8" : "base64").key("content").value(shown).end_object();
+          s.begin_object().key("path").value(p).key("size").value(
+              static_cast<std::uint64_t>(data.size()));
+          s.key("encoding")
+              .value(text ? "utf-8" : "base64")
+              .key("content")
+              .value(shown)
+              .end_object();
           self->tool_result(call, shown, std::move(s).str());
         });
       });
@@ -405,19 +423,21 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       if (!path) return bad("list_files needs path");
       const std::string p(*path);
       return with(call, [self = shared_from_this(), call, p] {
-        self->sandbox->async_list_files(p, [self, call, p](std::error_code ec, std::vector<FileInfo> files) {
-          if (ec) return self->tool_error(call, ec);
-          JsonWriter s;
-          s.begin_object().key("path").value(p).key("entries").begin_array();
-          std::string text;
-          for (const auto& f : files) {
-            s.begin_object().key("name").value(f.name).key("type").value(to_string(f.type));
-            s.key("size").value(static_cast<std::uint64_t>(f.size)).end_object();
-            text += f.name + (f.type == FileType::Directory ? "/" : "") + "\t" + std::to_string(f.size) + "\n";
-          }
-          s.end_array().end_object();
-          self->tool_result(call, text.empty() ? "(empty)" : text, std::move(s).str());
-        });
+        self->sandbox->async_list_files(
+            p, [self, call, p](std::error_code ec, std::vector<FileInfo> files) {
+              if (ec) return self->tool_error(call, ec);
+              JsonWriter s;
+              s.begin_object().key("path").value(p).key("entries").begin_array();
+              std::string text;
+              for (const auto& f : files) {
+                s.begin_object().key("name").value(f.name).key("type").value(to_string(f.type));
+                s.key("size").value(static_cast<std::uint64_t>(f.size)).end_object();
+                text += f.name + (f.type == FileType::Directory ? "/" : "") + "\t" +
+                        std::to_string(f.size) + "\n";
+              }
+              s.end_array().end_object();
+              self->tool_result(call, text.empty() ? "(empty)" : text, std::move(s).str());
+            });
       });
     }
     if (*name == "sandbox_info") {
@@ -429,6 +449,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           s.key("tier").value(info.tier.name()).key("network").value(info.network.describe());
           s.key("state").value(to_string(info.state));
           s.key("lifetime_s").value(static_cast<std::int64_t>(info.lifetime.count()));
+          if (!info.agent.empty()) s.key("agent").value(info.agent);
           s.key("capabilities").begin_array();
           for (auto c : kAllCapabilities)
             if (info.capabilities.contains(c)) s.value(to_string(c));
@@ -468,14 +489,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         return;
       }
       // Progress asked for: stream, and tell the client as output arrives.
-      self->sandbox->async_stream(
-          std::move(c), [self, call, done](std::error_code ec, async::Process p) mutable {
-            if (ec) return done(ec, {});
-            auto proc = std::make_shared<async::Process>(std::move(p));
-            auto out = std::make_shared<ExecResult>();
-            auto count = std::make_shared<std::uint64_t>(0);
-            self->pump(call, proc, out, count, std::move(done));
-          });
+      self->sandbox->async_stream(std::move(c),
+                                  [self, call, done](std::error_code ec, async::Process p) mutable {
+                                    if (ec) return done(ec, {});
+                                    auto proc = std::make_shared<async::Process>(std::move(p));
+                                    auto out = std::make_shared<ExecResult>();
+                                    auto count = std::make_shared<std::uint64_t>(0);
+                                    self->pump(call, proc, out, count, std::move(done));
+                                  });
     });
   }
 
@@ -483,9 +504,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
             const std::shared_ptr<ExecResult>& out, const std::shared_ptr<std::uint64_t>& count,
             std::function<void(std::error_code, ExecResult)> done) {
     proc->async_next(asio::bind_cancellation_slot(
-        call->cancel->slot(),
-        [self = shared_from_this(), call, proc, out, count, done](
-            std::error_code ec, std::optional<OutputChunk> chunk) mutable {
+        call->cancel->slot(), [self = shared_from_this(), call, proc, out, count, done](
+                                  std::error_code ec, std::optional<OutputChunk> chunk) mutable {
           if (ec) return done(ec, {});
           if (!chunk) {
             proc->async_wait([out, done](std::error_code e, ExecResult r) mutable {
@@ -528,8 +548,9 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     s.key("termination").value(to_string(r.termination));
     if (r.signal) s.key("signal").value(*r.signal);
     s.key("stdout").value(out).key("stderr").value(err);
-    s.key("duration_ms").value(static_cast<std::int64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count()));
+    s.key("duration_ms")
+        .value(static_cast<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count()));
     s.key("truncated").value(cut).end_object();
     std::string text = std::string(to_string(r.termination));
     if (r.exit_code) text += ", exit code " + std::to_string(*r.exit_code);
@@ -591,7 +612,8 @@ void Server::handle(std::string_view text, const Transport& transport, Reply rep
 }
 
 void Server::close(std::function<void()> done) {
-  for (auto& [id, signal] : impl_->running) signal->emit(asio::cancellation_type::terminal);
+  for (auto& [id, signal] : impl_->running)
+    signal->emit(asio::cancellation_type::terminal);
   if (impl_->creating) {
     impl_->on_closed = std::move(done);
     return;

@@ -1,6 +1,11 @@
 // docker:// configuration: the DSN's options and Docker's own environment variables
 // (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). This is the driver side of the backend:
 // it reads the environment and the process identity once, and hands values to the machine.
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/docker.hpp"
@@ -16,7 +21,37 @@ const OptionSpec kOptions[] = {
     {"read_only", OptionType::Bool, "read-only root filesystem"},
     {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
     {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
+    {"agent", OptionType::String, "on: run sandboxio-agent as the container's init; off (default)"},
 };
+
+// The agent binary, read once per path (it is a few MB and never changes under a process).
+Result<std::shared_ptr<const std::string>> load_agent() {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const std::string>> cache;
+  const std::vector<std::string> paths = agent_search_path();
+  for (const std::string& path : paths) {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(path); it != cache.end()) return it->second;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    auto binary = std::make_shared<const std::string>(std::move(bytes).str());
+    if (binary->size() < 4 || binary->compare(0, 4,
+                                              "\x7f"
+                                              "ELF") != 0)
+      continue;
+    cache.emplace(path, binary);
+    return binary;
+  }
+  std::string tried;
+  for (const auto& p : paths)
+    tried += (tried.empty() ? "" : ", ") + p;
+  return Problem{errc::BackendNotInstalled,
+                 "sandboxio-agent is not installed (looked in " + tried + ")",
+                 "Install sandboxio (cmake --install puts it in LIBEXECDIR/sandboxio), set "
+                 "SBX_AGENT to the binary, or use docker://IMAGE?agent=off."};
+}
 
 }  // namespace
 
@@ -93,9 +128,27 @@ Result<Config> config_for(const Dsn& dsn) {
     return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
   }
   c.pull_missing = pull == "missing";
+  const std::string agent = o.string("agent", "off");
+  if (agent != "on" && agent != "off") {
+    return Problem{errc::InvalidOption, "agent=" + agent + " is not on or off", {}};
+  }
+  c.agent = agent == "on";
+  if (c.agent) {
+    auto binary = load_agent();
+    if (!binary) return binary.problem();
+    c.agent_binary = std::move(binary).value();
+  }
   c.owner = backend::process_owner();
   c.session = backend::process_session();
   return c;
+}
+
+std::vector<std::string> agent_search_path() {
+  std::vector<std::string> paths;
+  if (auto env = env_or("SBX_AGENT"); !env.empty()) paths.push_back(env);
+  paths.emplace_back(SANDBOXIO_AGENT_INSTALLED);
+  paths.emplace_back(SANDBOXIO_AGENT_BUILT);
+  return paths;
 }
 
 BackendEntry backend_entry() {

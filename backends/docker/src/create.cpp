@@ -69,11 +69,9 @@ OpId DockerMachine::submit_connect(std::string sandbox_id, const CreateOptions& 
          if (auto life = labels->string_at(labels::kLifetime)) {
            lifetime_ = std::chrono::seconds(std::atoll(std::string(*life).c_str()));
          }
-         if (cfg) {
-           if (auto u = cfg->string_at("User")) user_ = std::string(*u);
-         }
+         if (auto u = labels->string_at(kUserLabel)) exec_user_ = std::string(*u);
          name_sandbox(container_, id);
-         complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
+         complete(id, docker_info(SandboxState::Running), t);
        });
   return id;
 }
@@ -102,6 +100,7 @@ void DockerMachine::create_container(OpId id, bool pulled, Instant now) {
   const auto wall = wall_at(now);
   const std::int64_t created =
       wall ? std::chrono::duration_cast<std::chrono::seconds>(wall->time_since_epoch()).count() : 0;
+  exec_user_ = agent_user(config_, *options_);
   call(id, "POST", path("/containers/create"), create_body(config_, *options_, created),
        [this, id, pulled](Result<Reply> r, Instant t) {
          if (r && r.value().status == 201) {
@@ -132,6 +131,7 @@ void DockerMachine::create_container(OpId id, bool pulled, Instant now) {
          }
          name_sandbox(container_, id);
          if (options_->outlive_owner) return start_container(id, t);
+         if (config_.agent) return upload_agent(id, t);
          attach_lease(id, t);
        });
 }
@@ -219,7 +219,10 @@ void DockerMachine::handle_owners_gone(std::vector<std::string> gone, Instant) {
 void DockerMachine::attach_lease(OpId id, Instant) {
   http::Request req;
   req.method = "POST";
-  req.target = path("/containers/" + container_ + "/attach?stream=1&stdin=1");
+  // With the agent, the same stream carries its protocol both ways.
+  req.target = path(
+      "/containers/" + container_ +
+      (config_.agent ? "/attach?stream=1&stdin=1&stdout=1&stderr=1" : "/attach?stream=1&stdin=1"));
   req.headers = {
       {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
   const ConnId conn = send(id, std::move(req), [this, id](Result<Reply> r, Instant t) {
@@ -248,7 +251,8 @@ void DockerMachine::start_container(OpId id, Instant now) {
          }
          expires_at_ = expires;
          lifetime_ = options_->lifetime;
-         complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
+         if (config_.agent && lease_ != 0) return agent_hello(id, t);
+         complete(id, docker_info(SandboxState::Running), t);
        });
 }
 

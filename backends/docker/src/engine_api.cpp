@@ -17,34 +17,55 @@ const std::string_view kListScript =
     R"sh(printf '%s/%s/' "$t" "$(wc -c < "$f" 2>/dev/null || echo 0)"; )sh"
     R"sh(printf '%s\0' "$f"; done)sh";
 
+std::string agent_user(const Config& config, const CreateOptions& o) {
+  // With the agent and a user that is not root, the agent stays root (no capabilities but
+  // the three it needs to start and signal the user's processes) and runs every command as
+  // the user: the user's processes cannot signal, trace or read it.
+  const std::string& user = config.user;
+  const bool root_user =
+      user == "0" || user == "root" || user.starts_with("0:") || user.starts_with("root:");
+  return config.agent && !o.outlive_owner && !user.empty() && !root_user ? user : std::string();
+}
+
 std::string create_body(const Config& config_, const CreateOptions& o, std::int64_t created_unix) {
   const bool lease = !o.outlive_owner;
   const auto secs = std::max<std::int64_t>(1, o.lifetime.count());
+  const std::string user = agent_user(config_, o);
+  const bool agent_as_root = !user.empty();
   JsonWriter w;
   w.begin_object();
   w.key("Image").value(config_.image);
-  // The lifetime backstop lives inside the container: its main process ends at the lifetime.
-  // With the owner lease, it also ends when the attached stdin closes (the owner is gone).
-  w.key("Cmd").begin_array().value("sh").value("-c");
-  if (lease) {
-    w.value("(sleep " + std::to_string(secs) + "; kill -TERM $$) & exec cat >/dev/null");
+  if (config_.agent && lease) {
+    // sandboxio-agent is the container's init: it serves its protocol on the attach stream,
+    // ends the container when that stream closes (the owner lease) and at the lifetime.
+    w.key("Cmd").begin_array().value("--lifetime").value(std::to_string(secs));
+    if (agent_as_root) w.value("--user").value(user);
+    w.end_array();
+    w.key("Entrypoint").begin_array().value(kAgentPath).end_array();
   } else {
-    w.value("exec sleep " + std::to_string(secs));
+    // The lifetime backstop lives inside the container: its main process ends at the
+    // lifetime. With the owner lease, it also ends when the attached stdin closes.
+    w.key("Cmd").begin_array().value("sh").value("-c");
+    if (lease) {
+      w.value("(sleep " + std::to_string(secs) + "; kill -TERM $$) & exec cat >/dev/null");
+    } else {
+      w.value("exec sleep " + std::to_string(secs));
+    }
+    w.end_array();
+    w.key("Entrypoint").begin_array().end_array();
   }
-  w.end_array();
-  w.key("Entrypoint").begin_array().end_array();
   w.key("Env").begin_array();
   for (const auto& v : o.env.vars())
     w.value(v.name + "=" + v.value);
   w.end_array();
   if (!o.workdir.empty()) w.key("WorkingDir").value(o.workdir);
-  if (!config_.user.empty()) w.key("User").value(config_.user);
+  if (!config_.user.empty() && !agent_as_root) w.key("User").value(config_.user);
   w.key("Tty").value(false);
   w.key("OpenStdin").value(lease);
   w.key("StdinOnce").value(lease);
   w.key("AttachStdin").value(lease);
-  w.key("AttachStdout").value(false);
-  w.key("AttachStderr").value(false);
+  w.key("AttachStdout").value(config_.agent && lease);
+  w.key("AttachStderr").value(config_.agent && lease);
   w.key("Labels").begin_object();
   for (const auto& [k, v] : o.labels)
     w.key(k).value(v);
@@ -54,12 +75,17 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   w.key(labels::kCreated).value(std::to_string(created_unix));
   w.key(labels::kLifetime).value(std::to_string(secs));
   w.key("io.sandboxio.lease").value(lease ? "owner" : "none");
+  w.key("io.sandboxio.agent").value(config_.agent && lease ? "on" : "off");
+  if (agent_as_root) w.key(kUserLabel).value(user);
   w.end_object();
   w.key("HostConfig").begin_object();
   w.key("NetworkMode").value("none");
   w.key("AutoRemove").value(true);
-  w.key("Init").value(true);
+  w.key("Init").value(!(config_.agent && lease));  // the agent is an init itself
   w.key("CapDrop").begin_array().value("ALL").end_array();
+  if (agent_as_root) {
+    w.key("CapAdd").begin_array().value("SETUID").value("SETGID").value("KILL").end_array();
+  }
   w.key("SecurityOpt").begin_array().value("no-new-privileges").end_array();
   w.key("ReadonlyRootfs").value(config_.read_only);
   if (const auto& m = o.resources.memory_bytes) {
@@ -81,7 +107,8 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
 }
 
 std::string exec_body(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                      const std::string& workdir, bool attach_stdin, const std::string& token) {
+                      const std::string& workdir, bool attach_stdin, const std::string& token,
+                      const std::string& user) {
   JsonWriter w;
   w.begin_object();
   w.key("AttachStdin").value(attach_stdin);
@@ -98,6 +125,7 @@ std::string exec_body(const std::vector<std::string>& argv, const std::vector<st
   if (!token.empty()) w.value(std::string(kExecTokenVar) + "=" + token);
   w.end_array();
   if (!workdir.empty()) w.key("WorkingDir").value(workdir);
+  if (!user.empty()) w.key("User").value(user);
   w.end_object();
   return std::move(w).str();
 }

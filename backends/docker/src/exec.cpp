@@ -79,6 +79,10 @@ OpId DockerMachine::start_user_exec(Operation operation, Command command, bool s
   op.output.limit = command.output_limit;
   op.exec_started = now;
   op.deadline = now + std::chrono::duration_cast<nanoseconds>(command.timeout);
+  if (via_agent()) {
+    agent_start(id, std::move(command), streaming, now);
+    return id;
+  }
   Exec e;
   e.op = id;
   e.user = true;
@@ -113,7 +117,8 @@ std::uint64_t DockerMachine::launch(Exec e) {
   const std::string workdir =
       !e.workdir.empty() ? e.workdir : (options_ ? options_->workdir : std::string());
   std::string body =
-      exec_body(e.argv, e.env, workdir, e.attach_stdin, e.user ? e.token : std::string());
+      exec_body(e.argv, e.env, workdir, e.attach_stdin, e.user ? e.token : std::string(),
+                e.as_root ? std::string() : exec_user_);
   const OpId op = e.op;
   const bool user = e.user;
   execs_.emplace(key, std::move(e));
@@ -478,7 +483,11 @@ void DockerMachine::start_killer(OpId id) {
 // Kills the process tree of the exec that carries `token` (an internal exec of its own).
 void DockerMachine::kill_by_token(const std::string& token,
                                   std::function<void(Result<ExecDone>, Instant)> then) {
-  run_internal(0, {"sh", "-c", std::string(kKillByTokenScript), "sh", token}, {}, std::move(then));
+  Exec e;
+  e.argv = {"sh", "-c", std::string(kKillByTokenScript), "sh", token};
+  e.then = std::move(then);
+  e.as_root = true;  // the agent's user cannot be reached by its own processes; root can
+  launch(std::move(e));
 }
 
 // The exec timers: re-inspecting a process that closed its output, and giving up on a stream

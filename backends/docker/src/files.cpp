@@ -16,6 +16,21 @@ OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now)
   if (!alive(id)) return id;
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
   if (file == "/") return fail(id, Problem{errc::IsADirectory, "\"/\" is a directory", {}}, now);
+  if (via_agent()) {
+    agent::PathRequest request;
+    request.path = file;
+    request.flags = agent::PathRequest::kParents;
+    agent_file(id, AgentCall::Kind::Write, agent::Type::WriteFile, request, now);
+    const std::uint32_t channel = find_op(id)->channel;
+    std::string_view rest = data;
+    while (!rest.empty()) {
+      const std::size_t n = std::min<std::size_t>(rest.size(), std::size_t{256} << 10);
+      agent_send(agent::Type::FileData, channel, rest.substr(0, n));
+      rest.remove_prefix(n);
+    }
+    agent_send(agent::Type::FileEnd, channel);
+    return id;
+  }
   if (on_tmpfs(file)) {
     // The archive API cannot see tmpfs mounts: write through an exec.
     run_internal(id, {"sh", "-c", R"(mkdir -p -- "${1%/*}" && cat > "$1")", "sh", file},
@@ -63,6 +78,12 @@ OpId DockerMachine::submit_read_file(std::string file, Instant now) {
   const OpId id = open(Operation::ReadFile, now, file);
   if (!alive(id)) return id;
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
+  if (via_agent()) {
+    agent::PathRequest request;
+    request.path = file;
+    agent_file(id, AgentCall::Kind::Read, agent::Type::ReadFile, request, now);
+    return id;
+  }
   if (on_tmpfs(file)) {
     run_internal(
         id,
@@ -111,6 +132,12 @@ OpId DockerMachine::submit_list_files(std::string dir, Instant now) {
   if (auto p = file_checks(dir, now)) return fail(id, std::move(*p), now);
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
+  if (via_agent()) {
+    agent::PathRequest request;
+    request.path = dir;
+    agent_file(id, AgentCall::Kind::List, agent::Type::ListDir, request, now);
+    return id;
+  }
   if (on_tmpfs(dir)) {
     run_internal(id, {"sh", "-c", std::string(kListScript), "sh", dir}, {},
                  [this, id, dir](Result<ExecDone> r, Instant t) {
@@ -161,6 +188,13 @@ OpId DockerMachine::submit_remove_file(std::string file, Instant now) {
   const OpId id = open(Operation::RemoveFile, now, file);
   if (!alive(id)) return id;
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
+  if (via_agent()) {
+    agent::PathRequest request;
+    request.path = file;
+    request.flags = agent::PathRequest::kRecursive;
+    agent_file(id, AgentCall::Kind::Remove, agent::Type::Remove, request, now);
+    return id;
+  }
   run_internal(
       id, {"sh", "-c", R"([ -e "$1" ] || [ -L "$1" ] || exit 44; exec rm -rf -- "$1")", "sh", file},
       {}, [this, id, file](Result<ExecDone> r, Instant t) {

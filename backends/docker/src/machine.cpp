@@ -34,25 +34,31 @@ void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant no
     http_.drop(id);
     return exec_stream_broke(key, std::move(problem), now);
   }
-  if (id == lease_) lease_ = 0;
+  if (id == lease_) {
+    lease_ = 0;
+    if (x->upgraded) {
+      http_.drop(id);
+      return agent_lost(std::move(problem), now);
+    }
+  }
   http_.finish(id, std::move(problem), now);
 }
 
 std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instant now) {
   backend::Exchange* x = http_.find(id);
   if (!x) return data.size();
-  if (x->upgraded) return id == lease_ ? data.size() : exec_bytes(id, data, now);
+  if (x->upgraded) return id == lease_ ? lease_bytes(data, now) : exec_bytes(id, data, now);
   const auto fed = http_.feed(id, data, now);
   if (!fed.upgraded) return fed.used;
   data.remove_prefix(fed.used);
   x = http_.find(id);
-  if (id == lease_) {  // the attach stream is open; nothing it says matters
+  if (id == lease_) {  // the attach stream is open (with the agent, it speaks its protocol)
     Then then = std::move(x->then);
     x->then = {};
     Reply r;
     r.status = x->parser->status();
     if (then) then(std::move(r), now);
-    return fed.used + data.size();
+    return fed.used + lease_bytes(data, now);
   }
   exec_upgraded(id, now);
   if (!http_.find(id)) return fed.used + data.size();
@@ -66,7 +72,7 @@ void DockerMachine::handle_eof(ConnId id, Instant now) {
     http_.drop(id);
     lease_ = 0;
     gone_ = true;
-    return;
+    return agent_lost(gone_problem(), now);
   }
   if (x->upgraded) {
     const std::uint64_t key = x->tag;
@@ -81,6 +87,7 @@ void DockerMachine::handle_timeout(Instant now) {
     Op* op = find_op(id);
     if (!op) continue;
     if (op->kind == OpState::Kind::Create) {
+      if (id == agent_create_) drop_lease();  // the agent ends the container with its lease
       fail(id,
            Problem{errc::CreateTimeout,
                    "creating the container took longer than " +
@@ -88,7 +95,11 @@ void DockerMachine::handle_timeout(Instant now) {
                    {}},
            now);  // the continuation that comes back removes what was made
     } else if (op->kind == OpState::Kind::Exec) {
-      kill_tree(id, Termination::Timeout, now);
+      if (op->channel != 0) {
+        agent_kill(id, Termination::Timeout, now);
+      } else {
+        kill_tree(id, Termination::Timeout, now);
+      }
     } else {
       expire_operation(id, now);
     }
@@ -125,7 +136,7 @@ OpId DockerMachine::submit_info(Instant now) {
          if (!doc) return void(fail(id, doc.problem(), t));
          const json::Value* state = doc.value().find("State");
          const std::string_view status = state ? state->string_at("Status").value_or("") : "";
-         complete(id, sandbox_info(state_of(status), lifetime_), t);
+         complete(id, docker_info(state_of(status)), t);
        });
   return id;
 }
@@ -145,8 +156,17 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
   Op* op = find_op(id);
   if (!op || op->cancelled) return;
   op->cancelled = true;
-  if (op->kind == OpState::Kind::Exec) {
+  if (op->kind == OpState::Kind::Exec && op->channel != 0) {
+    agent_kill(id, Termination::Cancelled, now);
+  } else if (op->kind == OpState::Kind::Exec) {
     kill_tree(id, Termination::Cancelled, now);
+  } else if (op->channel != 0) {
+    // A file transfer through the agent: forget it (the agent finishes or drops it).
+    calls_.erase(op->channel);
+    cancelled(id, now);
+  } else if (op->kind == OpState::Kind::Create && id == agent_create_) {
+    drop_lease();  // waiting for the agent's Welcome: the container ends with its lease
+    cancelled(id, now);
   } else if (op->kind == OpState::Kind::Create) {
     op->deadline.reset();  // the continuation in flight sees `cancelled` and tears down
   } else {

@@ -17,6 +17,7 @@
 
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/backend/http_exchanges.hpp"
+#include "sandboxio/codec/agent.hpp"
 #include "sandboxio/codec/docker_stream.hpp"
 #include "sandboxio/codec/json.hpp"
 #include "sandboxio/codec/tar.hpp"
@@ -49,10 +50,16 @@ struct ExecDone {
 /// The body of POST /containers/create.
 [[nodiscard]] std::string create_body(const Config& config, const CreateOptions& options,
                                       std::int64_t created_unix);
+/// The user the agent runs the sandbox's commands as while it stays root itself; empty when
+/// the container runs as its User (no agent, no user, or root).
+[[nodiscard]] std::string agent_user(const Config& config, const CreateOptions& options);
+/// The label that keeps agent_user() for execs of later connect()s.
+inline constexpr std::string_view kUserLabel = "io.sandboxio.user";
 /// The body of POST /containers/{id}/exec.
 [[nodiscard]] std::string exec_body(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env, const std::string& workdir,
-                                    bool attach_stdin, const std::string& token);
+                                    bool attach_stdin, const std::string& token,
+                                    const std::string& user = {});
 /// A timestamp for the Engine API's since/until: seconds with nanoseconds.
 [[nodiscard]] std::string api_time(std::chrono::system_clock::time_point t);
 /// The X-Docker-Container-Path-Stat header of an archive reply.
@@ -70,9 +77,13 @@ using backend::missing_file;
 /// Lists a directory on a tmpfs mount as records "TYPE/SIZE/NAME\0".
 extern const std::string_view kListScript;
 
+/// Where sandboxio-agent lives in a container.
+inline constexpr std::string_view kAgentPath = "/.sandboxio/agent";
+
 /// One docker:// operation's own state, beside the core's.
 struct OpState {
   enum class Kind : std::uint8_t { Control, Create, Exec } kind = Kind::Control;
+  std::uint32_t channel = 0;  // through the agent: its channel
   std::chrono::milliseconds create_timeout{};
   std::uint64_t exec = 0;  // Exec: the exec it runs
   std::optional<Termination> forced{};
@@ -94,6 +105,7 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   OpId submit_info(Instant now) override;
   OpId submit_kill(Instant now) override;
   void submit_cancel(OpId id, Instant now) override;
+  void handle_consumed(OpId id, std::size_t bytes, Instant now) override;
   bool busy() const override;
   std::optional<Instant> poll_deadline() const override;
 
@@ -121,7 +133,8 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
  private:
   struct Exec {
     OpId op = 0;
-    bool user = false;  // output goes to the operation (run/stream/run_code)
+    bool user = false;     // output goes to the operation (run/stream/run_code)
+    bool as_root = false;  // the killer: root, with the container's CAP_KILL when it has one
     std::vector<std::string> argv{};
     std::vector<std::string> env{};
     std::string workdir{};
@@ -177,6 +190,35 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
                    std::function<std::optional<Problem>(std::string_view)> on_data,
                    std::function<void(Instant)> done);
 
+  // agent.cpp: commands and files through sandboxio-agent (Config::agent)
+  struct AgentCall {
+    enum class Kind : std::uint8_t { Command, Read, Write, List, Remove } kind = Kind::Command;
+    OpId op = 0;
+    std::string path{};
+    Bytes data{};
+    std::vector<FileInfo> entries{};
+    std::optional<std::chrono::system_clock::time_point> wall_started{};
+  };
+  [[nodiscard]] bool via_agent() const { return agent_ready_ && !gone_; }
+  /// info() as this sandbox is now: with the agent that serves it, when one does.
+  [[nodiscard]] SandboxInfo docker_info(SandboxState state) const {
+    SandboxInfo info = sandbox_info(state, lifetime_);
+    if (via_agent()) info.agent = welcome_.agent;
+    return info;
+  }
+  void upload_agent(OpId id, Instant now);
+  void agent_hello(OpId id, Instant now);
+  std::size_t lease_bytes(std::string_view data, Instant now);
+  void agent_frame(agent::Frame frame, Instant now);
+  void agent_lost(Problem problem, Instant now);
+  void agent_send(agent::Type type, std::uint32_t channel, std::string_view payload = {});
+  std::uint32_t agent_call(AgentCall call);
+  void agent_start(OpId id, Command command, bool streaming, Instant now);
+  void agent_exit(std::uint32_t channel, const agent::Exit& exit, Instant now);
+  void agent_kill(OpId id, Termination why, Instant now);
+  void agent_file(OpId id, AgentCall::Kind kind, agent::Type type, agent::PathRequest request,
+                  Instant now);
+
   // exec.cpp
   static Problem unsupported(Capability c, const std::string& what);
   OpId start_user_exec(Operation operation, Command command, bool streaming, Instant now);
@@ -203,7 +245,7 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
 
   Config config_;
   std::string container_{};
-  std::string user_{};
+  std::string exec_user_{};  // agent_user(): what every exec but the killer runs as
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
   bool swept_ = false;
@@ -213,6 +255,15 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::set<std::uint64_t> killing_{};  // execs whose process tree is being killed
   std::vector<std::pair<std::uint64_t, std::string>> deferred_{};  // exec creations waiting
   std::uint64_t next_exec_ = 0;
+  // agent.cpp
+  bool agent_ready_ = false;           // the Welcome arrived: commands and files go to the agent
+  OpId agent_create_ = 0;              // the create waiting for the Welcome
+  docker::StreamDemux lease_demux_{};  // the attach stream: the agent's stdout and stderr
+  agent::FrameReader agent_reader_{};
+  agent::Welcome welcome_{};
+  Bytes agent_stderr_{};
+  std::map<std::uint32_t, AgentCall> calls_{};
+  std::uint32_t next_channel_ = 0;
 };
 
 }  // namespace sandboxio::docker::detail

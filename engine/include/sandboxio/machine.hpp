@@ -108,6 +108,9 @@ struct SandboxInfo {
   NetworkPolicy network{};
   SandboxState state = SandboxState::Unknown;
   std::chrono::seconds lifetime{0};
+  /// The agent inside the sandbox that serves its commands and files ("sandboxio-agent
+  /// 0.1.0"); empty when they go through the backend's own API (docker://IMAGE?agent=off).
+  std::string agent{};
 
   friend bool operator==(const SandboxInfo&, const SandboxInfo&) = default;
 };

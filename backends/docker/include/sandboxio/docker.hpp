@@ -47,7 +47,16 @@ struct Config {
   std::string owner{};
   /// Random per process: labels containers and makes exec tokens unique.
   std::string session{};
+  /// ?agent=on: sandboxio-agent is uploaded into the container and runs as its init; commands
+  /// and files go over its protocol on the attach stream (docs/reference/agent-protocol.md).
+  bool agent = false;
+  /// The agent's static binary, read by config_for() (the machine does no I/O).
+  std::shared_ptr<const std::string> agent_binary{};
 };
+
+/// Where the agent binary is looked for: SBX_AGENT, then the installed one
+/// (LIBEXECDIR/sandboxio/sandboxio-agent), then the one in this build tree.
+[[nodiscard]] std::vector<std::string> agent_search_path();
 
 /// Reads the endpoint from the DSN's host option, else DOCKER_HOST / DOCKER_TLS_VERIFY /
 /// DOCKER_CERT_PATH, else the local socket; fills owner, session and the clock.

@@ -1,0 +1,403 @@
+// docker:// through sandboxio-agent (?agent=on). The create uploads the agent's static binary
+// into the container before start (the archive API, so remote engines work too), makes it the
+// container's entry point and attaches to its stdin, stdout and stderr: that one stream is the
+// owner lease and carries the agent protocol both ways (stdout demultiplexed as usual).
+// States:
+//   create:  created -> PUT .../archive (the agent) -> attach (the lease) -> start
+//            -> Hello on the lease -> Welcome -> Done(SandboxInfo)
+//   command: Start on a new channel [-> Stdin, StdinClose] -> Output... (credit granted as the
+//            consumer takes it) -> Exit -> Done(ExecResult); a timeout or cancel sends
+//            Signal(tree, SIGKILL) and the Exit that follows carries the forced termination
+//   files:   ReadFile -> FileData... FileEnd | WriteFile, FileData..., FileEnd -> Done |
+//            ListDir -> Entries... Done | Remove -> Done; any of them -> Failure (errno)
+// When the stream ends, the container has ended: every call fails as SandboxGone.
+#include <csignal>
+
+#include "machine.hpp"
+#include "sandboxio/codec/json.hpp"
+
+namespace sandboxio::docker::detail {
+
+namespace {
+
+/// Bytes of a write_file per FileData frame.
+constexpr std::size_t kWriteChunk = std::size_t{256} << 10;
+
+Problem agent_problem(const std::string& what) {
+  return Problem{errc::RemoteProtocolViolation, "sandboxio-agent: " + what,
+                 "The agent in the container and this library disagree; use the same sandboxio "
+                 "version for both, or docker://IMAGE?agent=off."};
+}
+
+}  // namespace
+
+void DockerMachine::upload_agent(OpId id, Instant) {
+  const std::string& binary = *config_.agent_binary;
+  tar::Entry dir;
+  dir.name = std::string(kAgentPath.substr(1, kAgentPath.rfind('/') - 1)) + "/";
+  dir.type = FileType::Directory;
+  dir.mode = 0755;
+  tar::Entry file;
+  file.name = std::string(kAgentPath.substr(1));
+  file.size = binary.size();
+  file.mode = 0755;
+  auto dir_head = tar::header(dir);
+  auto file_head = tar::header(file);
+  if (!dir_head || !file_head) {
+    return remove_after_failed_start(id, "the agent's archive could not be written", Instant{});
+  }
+  const std::string tail = tar::padding(binary.size()) + tar::end();
+  http::Request req;
+  req.method = "PUT";
+  req.target = path("/containers/" + container_ + "/archive?path=%2F");
+  req.headers.push_back({"Content-Type", "application/x-tar"});
+  auto head = http::write_request_head(
+      req, "docker",
+      dir_head.value().size() + file_head.value().size() + binary.size() + tail.size());
+  if (!head) return remove_after_failed_start(id, head.problem().detail, Instant{});
+  std::vector<Bytes> pieces;
+  pieces.push_back(std::move(head).value() + dir_head.value() + file_head.value());
+  pieces.push_back(binary);
+  pieces.push_back(tail);
+  send_wire(id, "PUT", req.target, std::move(pieces), [this, id](Result<Reply> r, Instant t) {
+    if (create_abandoned(id, t)) return;
+    if (!r) return remove_after_failed_start(id, "uploading the agent: " + r.problem().detail, t);
+    if (r.value().status != 200) {
+      return remove_after_failed_start(id, "uploading the agent: " + r.value().message(), t);
+    }
+    attach_lease(id, t);
+  });
+}
+
+void DockerMachine::agent_hello(OpId id, Instant) {
+  agent_create_ = id;
+  agent_send(agent::Type::Hello, 0, agent::Hello{}.encode());
+}
+
+void DockerMachine::agent_send(agent::Type type, std::uint32_t channel, std::string_view payload) {
+  if (lease_ == 0) return;
+  out_.push(request::Send{lease_, agent::frame(type, channel, payload)});
+}
+
+std::uint32_t DockerMachine::agent_call(AgentCall call) {
+  const std::uint32_t channel = ++next_channel_;
+  calls_.emplace(channel, std::move(call));
+  return channel;
+}
+
+std::size_t DockerMachine::lease_bytes(std::string_view data, Instant now) {
+  if (!config_.agent) return data.size();  // the plain lease: nothing it says matters
+  // The agent sends no more than the credit it was given, so the stream is always read whole:
+  // a slow consumer of one command never holds up the others.
+  std::vector<agent::Frame> frames;
+  lease_demux_.feed(data, [&](docker::FrameType type, std::string_view piece) {
+    if (type == docker::FrameType::Stdout) {
+      agent_reader_.feed(piece, [&](agent::Frame f) { frames.push_back(std::move(f)); });
+    } else if (agent_stderr_.size() < 4096) {
+      agent_stderr_.append(piece.substr(0, 4096 - agent_stderr_.size()));
+    }
+  });
+  for (auto& f : frames)
+    agent_frame(std::move(f), now);
+  if (const auto& e = lease_demux_.error() ? lease_demux_.error() : agent_reader_.error()) {
+    Problem p = *e;
+    drop_lease();  // the container ends with its lease
+    gone_ = true;
+    agent_lost(p, now);
+    fail_machine(std::move(p), now);
+  }
+  return data.size();
+}
+
+void DockerMachine::agent_lost(Problem problem, Instant now) {
+  if (!config_.agent) return;
+  agent_ready_ = false;
+  if (alive(agent_create_)) {
+    const std::string why =
+        agent_stderr_.empty() ? problem.detail : problem.detail + " (agent: " + agent_stderr_ + ")";
+    fail(agent_create_,
+         Problem{errc::CreateFailed, "the agent did not answer: " + why,
+                 "docker://IMAGE?agent=off runs without it; `sandboxio doctor` checks the engine."},
+         now);
+  }
+  auto calls = std::move(calls_);
+  calls_.clear();
+  for (auto& [channel, call] : calls) {
+    Op* op = find_op(call.op);
+    if (!op) continue;
+    if (call.kind == AgentCall::Kind::Command && op->forced) {
+      ExecResult r;
+      r.duration = now - op->exec_started;
+      op->output.fill(r);
+      r.termination = *op->forced;
+      if (op->cancelled) {
+        cancelled(call.op, now);
+      } else {
+        complete(call.op, std::move(r), now);
+      }
+    } else if (call.kind == AgentCall::Kind::Command && gone_) {
+      ExecResult r;
+      r.duration = now - op->exec_started;
+      op->output.fill(r);
+      r.termination = Termination::SandboxGone;
+      complete(call.op, std::move(r), now);
+    } else {
+      fail(call.op, gone_ ? gone_problem() : problem, now);
+    }
+  }
+}
+
+void DockerMachine::agent_frame(agent::Frame f, Instant now) {
+  using agent::Type;
+  if (f.channel == 0) {
+    if (f.type == Type::Welcome) {
+      auto w = agent::Welcome::decode(f.payload);
+      if (!w || w.value().version != agent::kVersion) {
+        return fail_machine(
+            w ? agent_problem("protocol version " + std::to_string(w.value().version))
+              : w.problem(),
+            now);
+      }
+      welcome_ = std::move(w).value();
+      agent_ready_ = true;
+      if (alive(agent_create_)) {
+        const OpId id = agent_create_;
+        agent_create_ = 0;
+        complete(id, docker_info(SandboxState::Running), now);
+      }
+      return;
+    }
+    if (f.type == Type::Failure) {
+      auto failure = agent::Failure::decode(f.payload);
+      return fail_machine(agent_problem(failure ? failure.value().message : "a session failure"),
+                          now);
+    }
+    return;  // Pong, Log
+  }
+  auto it = calls_.find(f.channel);
+  if (it == calls_.end()) return;  // a call that ended (cancelled): its last frames
+  AgentCall& call = it->second;
+  Op* op = find_op(call.op);
+  if (!op) {
+    calls_.erase(it);
+    return;
+  }
+  const OpId id = call.op;
+  auto malformed = [&](const Problem& p) {
+    calls_.erase(f.channel);
+    fail(id, p, now);
+  };
+  if (call.kind == AgentCall::Kind::Command) {
+    if (f.type == Type::Started) return;
+    if (f.type == Type::Output) {
+      auto o = agent::Output::decode(f.payload);
+      if (!o) return malformed(o.problem());
+      const std::size_t n = o.value().data.size();
+      auto overflow = op->output.take(
+          id, o.value().stream == agent::StreamId::Stderr ? StreamKind::Stderr : StreamKind::Stdout,
+          o.value().data, out_);
+      if (overflow) {
+        agent_kill(id, Termination::Cancelled, now);
+        calls_.erase(f.channel);
+        return void(fail(id, std::move(*overflow), now));
+      }
+      // run() keeps what it takes: the agent may send more at once. A stream is credited as
+      // its consumer takes the output (handle_consumed).
+      if (!op->output.streaming)
+        agent_send(Type::Credit, f.channel, agent::Credit{static_cast<std::uint32_t>(n)}.encode());
+      return;
+    }
+    if (f.type == Type::Exit) {
+      auto e = agent::Exit::decode(f.payload);
+      if (!e) return malformed(e.problem());
+      return agent_exit(f.channel, e.value(), now);
+    }
+    if (f.type == Type::Failure) {
+      auto failure = agent::Failure::decode(f.payload);
+      return malformed(agent_problem(failure ? failure.value().message : "a failed command"));
+    }
+    return malformed(agent_problem("an unexpected " + std::string(to_string(f.type))));
+  }
+  if (f.type == Type::Failure) {
+    auto failure = agent::Failure::decode(f.payload);
+    if (!failure) return malformed(failure.problem());
+    return malformed(failure.value().problem(call.path));
+  }
+  switch (call.kind) {
+    case AgentCall::Kind::Read:
+      if (f.type == Type::FileData) {
+        if (call.data.size() + f.payload.size() > kReadFileLimit) {
+          return malformed(Problem{errc::OutputLimitExceeded,
+                                   call.path + " is larger than read_file() takes (2 GiB)",
+                                   {}});
+        }
+        call.data += f.payload;
+        agent_send(Type::Credit, f.channel,
+                   agent::Credit{static_cast<std::uint32_t>(f.payload.size())}.encode());
+        return;
+      }
+      if (f.type == Type::FileEnd) {
+        Bytes data = std::move(call.data);
+        calls_.erase(it);
+        return complete(id, std::move(data), now);
+      }
+      break;
+    case AgentCall::Kind::List:
+      if (f.type == Type::Entries) {
+        auto entries = agent::Entries::decode(f.payload);
+        if (!entries) return malformed(entries.problem());
+        for (const auto& e : entries.value().entries) {
+          FileInfo info;
+          info.name = e.name;
+          info.path = (call.path == "/" ? "" : call.path) + "/" + e.name;
+          info.type = e.kind == agent::Entry::Kind::File        ? FileType::File
+                      : e.kind == agent::Entry::Kind::Directory ? FileType::Directory
+                      : e.kind == agent::Entry::Kind::Symlink   ? FileType::Symlink
+                                                                : FileType::Other;
+          info.size = e.kind == agent::Entry::Kind::File ? e.size : 0;
+          info.mode = e.mode;
+          info.mtime_unix = e.mtime;
+          call.entries.push_back(std::move(info));
+        }
+        return;
+      }
+      if (f.type == Type::Done) {
+        auto entries = std::move(call.entries);
+        calls_.erase(it);
+        return complete(id, std::move(entries), now);
+      }
+      break;
+    case AgentCall::Kind::Write:
+    case AgentCall::Kind::Remove:
+      if (f.type == Type::Done) {
+        calls_.erase(it);
+        return complete(id, std::monostate{}, now);
+      }
+      break;
+    case AgentCall::Kind::Command:
+      break;
+  }
+  malformed(agent_problem("an unexpected " + std::string(to_string(f.type)) + " for " + call.path));
+}
+
+void DockerMachine::handle_consumed(OpId id, std::size_t bytes, Instant now) {
+  MachineCore::handle_consumed(id, bytes, now);
+  const Op* op = find_op(id);
+  if (op && op->channel != 0 && op->output.streaming && calls_.contains(op->channel)) {
+    agent_send(agent::Type::Credit, op->channel,
+               agent::Credit{static_cast<std::uint32_t>(bytes)}.encode());
+  }
+}
+
+void DockerMachine::agent_start(OpId id, Command command, bool streaming, Instant now) {
+  Op& op = *find_op(id);
+  AgentCall call;
+  call.kind = AgentCall::Kind::Command;
+  call.op = id;
+  call.wall_started = wall_at(now);
+  const std::uint32_t channel = agent_call(std::move(call));
+  op.channel = channel;
+  agent::Start s;
+  s.argv = std::move(command.argv);
+  for (const auto& v : command.env.vars())
+    s.env.push_back(v.name + "=" + v.value);
+  s.cwd =
+      !command.workdir.empty() ? command.workdir : (options_ ? options_->workdir : std::string());
+  s.stdin_open = !command.stdin_data.empty();
+  s.window =
+      streaming
+          ? static_cast<std::uint32_t>(std::min<std::size_t>(limits_.stream_buffer, UINT32_MAX))
+          : agent::kDefaultWindow;
+  agent_send(agent::Type::Start, channel, s.encode());
+  if (s.stdin_open) {
+    std::string_view data = command.stdin_data;
+    while (!data.empty()) {
+      const std::size_t n = std::min<std::size_t>(data.size(), kWriteChunk);
+      agent_send(agent::Type::Stdin, channel, data.substr(0, n));
+      data.remove_prefix(n);
+    }
+    agent_send(agent::Type::StdinClose, channel);
+  }
+}
+
+void DockerMachine::agent_kill(OpId id, Termination why, Instant) {
+  Op* op = find_op(id);
+  if (!op) return;
+  op->deadline.reset();
+  if (op->forced) return;
+  op->forced = why;
+  // The agent kills every process the command started (it follows them through setsid,
+  // double forks and cleared environments); the Exit that follows ends the operation.
+  agent_send(agent::Type::Signal, op->channel, agent::Signal{true, SIGKILL}.encode());
+}
+
+void DockerMachine::agent_exit(std::uint32_t channel, const agent::Exit& exit, Instant now) {
+  auto node = calls_.extract(channel);
+  Op* found = find_op(node.mapped().op);
+  if (!found) return;
+  Op& op = *found;
+  const OpId id = node.mapped().op;
+  ExecResult r;
+  if (exit.how == agent::Exit::How::StartFailed) {
+    // As a shell says it: 127 for a program that is not there, 126 for one that cannot run.
+    const std::string text = "sandboxio-agent: " + exit.message + "\n";
+    (void)op.output.take(id, StreamKind::Stderr, text, out_);
+    r.exit_code = exit.value == ENOENT ? 127 : 126;
+  } else if (exit.how == agent::Exit::How::Signalled) {
+    r.exit_code = 128 + exit.value;  // what a shell would report; `signal` says which
+    r.signal = exit.value;
+  } else {
+    r.exit_code = exit.value;  // exactly as waitpid said: 200 is an exit code, not a signal
+  }
+  r.duration = now - op.exec_started;
+  op.output.fill(r);
+  if (op.forced) {
+    r.termination = *op.forced;
+  } else if (exit.how == agent::Exit::How::Signalled && exit.value == SIGKILL &&
+             (gone_ || (expires_at_ && now >= *expires_at_))) {
+    // The agent ends every command when the sandbox's lifetime is over (its clock started
+    // after expires_at_ was fixed, so it never fires before it): the sandbox went away.
+    r.termination = Termination::SandboxGone;
+  } else if (exit.how == agent::Exit::How::Signalled) {
+    r.termination = Termination::Signalled;
+  }
+  auto finish = [this, id](ExecResult result, Instant t) {
+    const Op* o = find_op(id);
+    if (!o) return;
+    if (o->cancelled) return cancelled(id, t);
+    complete(id, std::move(result), t);
+  };
+  const auto wall = node.mapped().wall_started;
+  if (!op.forced && exit.how == agent::Exit::How::Signalled && exit.value == SIGKILL && wall &&
+      wall_at(now)) {
+    // A SIGKILL nobody here sent: the kernel's out-of-memory killer, or something in the
+    // sandbox. The engine's event log for the command's window says which.
+    const std::string filters =
+        R"({"container":[")" + container_ + R"("],"type":["container"],"event":["oom"]})";
+    const std::string target =
+        path("/events?since=" + api_time(*wall - 1s) + "&until=" + api_time(*wall_at(now) + 1s) +
+             "&filters=" + percent_encode(filters));
+    call(id, "GET", target, {}, [finish, r = std::move(r)](Result<Reply> reply, Instant t) mutable {
+      if (reply && reply.value().status == 200 &&
+          reply.value().body.find("\"oom\"") != std::string::npos) {
+        r.termination = Termination::OutOfMemory;
+      }
+      finish(std::move(r), t);
+    });
+    return;
+  }
+  finish(std::move(r), now);
+}
+
+void DockerMachine::agent_file(OpId id, AgentCall::Kind kind, agent::Type type,
+                               agent::PathRequest request, Instant) {
+  AgentCall call;
+  call.kind = kind;
+  call.op = id;
+  call.path = request.path;
+  const std::uint32_t channel = agent_call(std::move(call));
+  find_op(id)->channel = channel;
+  agent_send(type, channel, request.encode());
+}
+
+}  // namespace sandboxio::docker::detail
