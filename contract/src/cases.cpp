@@ -226,6 +226,7 @@ void run_stdin(const Target& t) {
 // ---- run_code ----
 
 void run_code_stateless(const Target& t) {
+  if (!t.has_python) return;  // the image has no python3 to run code with
   auto sb = make(t);
   const auto r = sb->run_code("x = 6\nprint(x * 7)");
   require(r.ok() && r.stdout_bytes == "42\n",

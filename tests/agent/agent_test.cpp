@@ -250,10 +250,14 @@ class AgentTest : public ::testing::TestWithParam<Where> {
     if (made) return;
     // An image with no shell and no libraries: one static binary, the agent itself.
     int status = 0;
-    sandboxio::testing::capture("d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " + agent_path() +
-                                    " $d/.sandboxio/agent && tar -C $d -c . | docker import - "
-                                    "sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
-                                &status);
+    // The previous build's image goes first, so repeated runs leave no dangling images.
+    sandboxio::testing::capture(
+        "docker rmi -f sandboxio-test/agent-only:latest >/dev/null 2>&1; "
+        "d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " +
+            agent_path() +
+            " $d/.sandboxio/agent && tar -C $d -c . | docker import - "
+            "sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
+        &status);
     made = status == 0;
   }
   agent::Welcome welcome_{};
@@ -293,6 +297,25 @@ TEST_P(AgentTest, ExitCodesAndSignalsAreWhatWaitpidSaid) {
   r = c->run(4, {"/no/such/program"});
   EXPECT_EQ(r.exit->how, agent::Exit::How::StartFailed);
   EXPECT_EQ(r.exit->value, ENOENT);
+}
+
+TEST_P(AgentTest, CommandsCannotReachIntoTheAgent) {
+  if (!in_container() || !has_shell()) GTEST_SKIP() << "needs a sandbox with a shell";
+  auto c = launch();
+  // Root in the container like the agent, but without CAP_SYS_PTRACE: the agent is not
+  // dumpable, so its descriptors, memory and environment are out of reach, and init ignores
+  // signals it has no handler for.
+  auto r = c->run(1, {"sh", "-c",
+                      "readlink /proc/1/fd/0 >/dev/null 2>&1 && echo fd; "
+                      "cat /proc/1/environ >/dev/null 2>&1 && echo environ; "
+                      "head -c1 /proc/1/mem >/dev/null 2>&1 && echo mem; "
+                      "{ echo hi > /proc/1/fd/1; } 2>/dev/null && echo wrote; "
+                      "kill -KILL 1 2>/dev/null; kill -STOP 1 2>/dev/null; echo end"});
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.out, "end\n");
+  c->send(Type::Ping, 0, agent::Ping{7}.encode());
+  auto pong = c->next_on(0);
+  ASSERT_TRUE(pong && pong->type == Type::Pong) << "the agent survived its commands";
 }
 
 TEST_P(AgentTest, StdinReachesTheProcessAndItsEndIsSeen) {

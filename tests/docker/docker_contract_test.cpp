@@ -1,5 +1,6 @@
-// The whole contract suite on docker:// with the python test image, through the blocking and
-// the Asio transports, against the real engine.
+// The whole contract suite on docker:// against the real engine: with the python test image
+// through the blocking and the Asio transports, on the daemon's exec path and through
+// sandboxio-agent (?agent=on); and through the agent on a busybox image (no python3, no libc).
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
@@ -10,10 +11,12 @@ namespace {
 
 using sandboxio::contract::Target;
 
-Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
+Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport,
+                     const std::string& options = "",
+                     const std::string& image = sandboxio::testing::kPythonImage) {
   Target t;
-  t.name = "docker";
-  t.dsn = std::string("docker://") + sandboxio::testing::kPythonImage;
+  t.name = options.empty() ? "docker" : "docker" + options;
+  t.dsn = "docker://" + image + options;
   t.transport = std::move(transport);
   t.alive_probe = [](const std::string& marker) {
     return std::vector<std::string>{"pgrep", "-f", "--", marker};
@@ -23,6 +26,20 @@ Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport) 
   t.egress_probe = {"python3", "-c",
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
+  if (image == sandboxio::testing::kBusyboxImage) {
+    // No python3: busybox's `ip` asks the kernel for a route (it sends nothing).
+    t.has_python = false;
+    t.egress_probe = {"ip", "route", "get", "192.0.2.1"};
+    // No pgrep either: read every process's command line but the probe's own (the glob is
+    // expanded before the probe starts any child).
+    t.alive_probe = [](const std::string& marker) {
+      return std::vector<std::string>{
+          "sh", "-c",
+          "for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; "
+          "tr '\\000' ' ' < $p/cmdline 2>/dev/null | grep -qF -- \"$1\" && exit 0; done; exit 1",
+          "alive-probe", marker};
+    };
+  }
   t.live_sandboxes = [] { return sandboxio::testing::my_containers(); };
   static sandboxio::testing::StallingRegistry registry;
   t.slow_create_dsn = "docker://" + registry.image();
@@ -35,6 +52,19 @@ class DockerContract : public ::testing::TestWithParam<std::tuple<std::string, s
   static const Target& target(const std::string& via) {
     static const Target blocking = docker_target(sandboxio::contract::blocking_transport());
     static const Target asio = docker_target(sandboxio::contract::asio_transport());
+    // The same suite through sandboxio-agent as the container's init (?agent=on).
+    static const Target blocking_agent =
+        docker_target(sandboxio::contract::blocking_transport(), "?agent=on");
+    static const Target asio_agent =
+        docker_target(sandboxio::contract::asio_transport(), "?agent=on");
+    static const Target blocking_busybox = docker_target(
+        sandboxio::contract::blocking_transport(), "?agent=on", sandboxio::testing::kBusyboxImage);
+    static const Target asio_busybox = docker_target(
+        sandboxio::contract::asio_transport(), "?agent=on", sandboxio::testing::kBusyboxImage);
+    if (via == "BlockingAgentBusybox") return blocking_busybox;
+    if (via == "AsioAgentBusybox") return asio_busybox;
+    if (via == "BlockingAgent") return blocking_agent;
+    if (via == "AsioAgent") return asio_agent;
     return via == "Blocking" ? blocking : asio;
   }
 };
@@ -50,7 +80,8 @@ TEST_P(DockerContract, Case) {
 
 INSTANTIATE_TEST_SUITE_P(
     Docker, DockerContract,
-    ::testing::Combine(::testing::Values("Blocking", "Asio"),
+    ::testing::Combine(::testing::Values("Blocking", "Asio", "BlockingAgent", "AsioAgent",
+                                         "BlockingAgentBusybox", "AsioAgentBusybox"),
                        ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_" +

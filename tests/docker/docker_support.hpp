@@ -4,8 +4,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
@@ -19,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace sandboxio::testing {
 
@@ -109,6 +114,64 @@ class StallingRegistry {
   std::vector<int> held_;
   std::thread thread_;
 };
+
+inline bool container_exists(const std::string& id) {
+  int status = 0;
+  (void)capture("docker inspect --format '{{.Id}}' " + id + " >/dev/null 2>&1", &status);
+  return status == 0;
+}
+
+inline std::string trim_text(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+#ifdef SBX_LEASE_HOLDER
+/// Starts the lease holder (tests/docker/lease_holder.cpp) on `dsn`, waits until its command
+/// runs in the sandbox, SIGKILLs it and expects the container gone within 2 s (the owner
+/// lease, whichever path serves it: the daemon's attach stream or the agent's).
+inline void expect_sigkilled_owner_ends_sandbox(const std::string& dsn) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string holder = SBX_LEASE_HOLDER;
+  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(dsn.c_str()), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string id;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n')
+    id.push_back(c);
+  ::close(out[0]);
+  ASSERT_FALSE(id.empty()) << "the holder did not print a sandbox id";
+  // Wait until the holder's command runs in the sandbox: the exec is in flight when it dies.
+  const auto started = std::chrono::steady_clock::now();
+  while (trim_text(capture("docker exec " + id + " pgrep -x sleep")).empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20))
+        << "the holder's command never ran";
+  }
+  ASSERT_TRUE(container_exists(id));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  while (container_exists(id) &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(10)) {
+  }
+  const auto took = std::chrono::steady_clock::now() - killed;
+  EXPECT_FALSE(container_exists(id)) << "the container outlived its SIGKILLed owner by 10 s";
+  EXPECT_LT(took, std::chrono::seconds(2))
+      << "the container took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms to go after its owner was SIGKILLed";
+}
+#endif  // SBX_LEASE_HOLDER
 
 /// Ids of the containers carrying the sandboxio labels and this process as owner.
 inline std::vector<std::string> my_containers() {

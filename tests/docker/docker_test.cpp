@@ -37,41 +37,12 @@ std::string trim(std::string s) {
 
 TEST(DockerLease, SigkilledOwnerTakesItsContainerWithinTwoSeconds) {
   SBX_REQUIRE_ENGINE();
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string holder = SBX_LEASE_HOLDER;
-  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(kDsn.c_str()), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  std::string id;
-  char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n')
-    id.push_back(c);
-  ::close(out[0]);
-  ASSERT_FALSE(id.empty()) << "the holder did not print a sandbox id";
-  // Wait until the holder's command runs in the sandbox: the exec is in flight when it dies.
-  const auto started = std::chrono::steady_clock::now();
-  while (trim(capture("docker exec " + id + " pgrep -x sleep")).empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now() - started, 20s) << "the holder's command never ran";
-  }
-  ASSERT_TRUE(container_exists(id));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const auto killed = std::chrono::steady_clock::now();
-  while (container_exists(id) && std::chrono::steady_clock::now() - killed < 10s) {
-  }
-  const auto took = std::chrono::steady_clock::now() - killed;
-  EXPECT_FALSE(container_exists(id)) << "the container outlived its SIGKILLed owner by 10 s";
-  EXPECT_LT(took, 2s) << "the container took "
-                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                      << " ms to go after its owner was SIGKILLed";
+  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn);
+}
+
+TEST(DockerLease, ThroughTheAgentTooASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+  SBX_REQUIRE_ENGINE();
+  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn + "?agent=on");
 }
 
 TEST(DockerLease, OutliveOwnerKeepsTheSandboxUntilItsLifetime) {

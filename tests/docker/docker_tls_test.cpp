@@ -140,4 +140,17 @@ TEST_F(DockerTls, NoClientCertificateIsRefused) {
   sandboxio::testing::capture("rm -rf " + d);
 }
 
+// The owner lease on a remote engine: the holder speaks TLS to tcp://127.0.0.1:2376 and is
+// SIGKILLed; the kernel closes its connection, the engine closes the container's stdin, and
+// the container ends (through the agent too, which sees its stream end).
+TEST(DockerTlsLease, ASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+  SBX_REQUIRE_TLS_ENGINE();
+  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn);
+}
+
+TEST(DockerTlsLease, ThroughTheAgentASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+  SBX_REQUIRE_TLS_ENGINE();
+  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn + "&agent=on");
+}
+
 }  // namespace

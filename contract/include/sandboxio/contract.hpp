@@ -113,6 +113,8 @@ struct Target {
   /// A DSN whose teardown outlasts SBX_TEARDOWN_GRACE (for the grace-expiry case); empty skips
   /// that case's orphan check.
   std::string slow_teardown_dsn{};
+  /// False for an image without python3 (busybox): run_code's stateless case is skipped there.
+  bool has_python = true;
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
   std::function<std::vector<std::string>()> live_sandboxes{};
 };

@@ -1,0 +1,105 @@
+// docker://IMAGE?agent=on beyond the contract suite: which path info() reports, a non-root
+// user's commands against the agent they run under, and kills that hold.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "docker_support.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sandboxio::testing::kBusyboxImage;
+using sandboxio::testing::kPythonImage;
+
+const std::string kDsn = std::string("docker://") + kPythonImage;
+
+std::string sh(sandboxio::sync::Sandbox& sb, const std::string& script) {
+  const auto r = sb.run({"sh", "-c", script});
+  return r.stdout_bytes + r.stderr_bytes;
+}
+
+TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {
+  SBX_REQUIRE_ENGINE();
+  auto on = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  EXPECT_EQ(on.info().agent, "sandboxio-agent 0.1.0");
+  auto off = sandboxio::sync::Sandbox::create(kDsn + "?agent=off");
+  EXPECT_EQ(off.info().agent, "");
+  // A handle from connect() speaks through the daemon's exec, and says so.
+  auto again = sandboxio::sync::Sandbox::connect(kDsn, on.id());
+  EXPECT_EQ(again.info().agent, "");
+  EXPECT_EQ(again.run({"true"}).exit_code, 0);
+}
+
+TEST(DockerAgent, RunsInAnImageWithoutPythonOrLibc) {
+  SBX_REQUIRE_ENGINE();
+  auto sb =
+      sandboxio::sync::Sandbox::create(std::string("docker://") + kBusyboxImage + "?agent=on");
+  EXPECT_EQ(sb.info().agent, "sandboxio-agent 0.1.0");
+  const auto r = sb.run({"sh", "-c", "echo $$; exit 201"});
+  EXPECT_EQ(r.exit_code, 201) << "an exit code above 128 is an exit code";
+  EXPECT_EQ(r.termination, sandboxio::Termination::Exited);
+  EXPECT_NE(r.stdout_bytes, "1\n") << "the command is not the container's init";
+}
+
+// The agent stays root (with CAP_SETUID, CAP_SETGID and CAP_KILL only) and runs every
+// command as the user: their processes cannot signal, trace or read it, and hold no
+// capability themselves.
+TEST(DockerAgent, ANonRootUsersCommandsCannotReachTheAgent) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on&user=nobody");
+  EXPECT_EQ(sh(sb, "id -u; id -g"), "65534\n65534\n");
+  EXPECT_EQ(sh(sb, "grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status | awk '{print $2}'"),
+            "0000000000000000\n0000000000000000\n0000000000000000\n")
+      << "a command as the user holds a capability";
+  EXPECT_EQ(sh(sb,
+               "ls /proc/1/fd >/dev/null 2>&1 && echo fd; "
+               "cat /proc/1/environ >/dev/null 2>&1 && echo environ; "
+               "head -c1 /proc/1/mem >/dev/null 2>&1 && echo mem; "
+               "{ echo x > /proc/1/fd/1; } 2>/dev/null && echo wrote; "
+               "kill -KILL 1 2>/dev/null && echo killed; "
+               "kill -STOP 1 2>/dev/null && echo stopped; "
+               "echo end"),
+            "end\n");
+  EXPECT_EQ(sb.run({"true"}).exit_code, 0) << "the agent survived its user's attempts";
+  // Files are opened as the user: theirs when written, refused where the user may not go.
+  sb.write_file("/tmp/mine.txt", "hello");
+  EXPECT_EQ(sh(sb, "stat -c %u:%g /tmp/mine.txt"), "65534:65534\n");
+  try {
+    (void)sb.read_file("/etc/shadow");
+    ADD_FAILURE() << "the user read /etc/shadow through the agent";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::FilePermissionDenied) << e.what();
+  }
+  try {
+    sb.write_file("/etc/owned", "x");
+    ADD_FAILURE() << "the user wrote into /etc through the agent";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::FilePermissionDenied) << e.what();
+  }
+  EXPECT_NE(sh(sb, "echo $HOME"), "/root\n");
+  // Another process's handle (the daemon's exec) runs as the user too, never as root.
+  auto again = sandboxio::sync::Sandbox::connect(kDsn, sb.id());
+  EXPECT_EQ(again.run({"id", "-u"}).stdout_bytes, "65534\n");
+}
+
+TEST(DockerAgent, ATimedOutCommandLeavesNothingBehindAndTheNextRunWorks) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  sandboxio::Command c;
+  // A setsid child, a double fork, nohup and a child that clears its environment: each
+  // leaves the command's session or its environment token; none may survive the timeout.
+  c.argv = {"sh", "-c",
+            "setsid sleep 4101 & (sleep 4102 &) & nohup sleep 4103 >/dev/null 2>&1 & "
+            "env -i /bin/sleep 4104 & sleep 4100"};
+  c.timeout = 1s;
+  const auto r = sb.run(c);
+  EXPECT_EQ(r.termination, sandboxio::Termination::Timeout);
+  EXPECT_EQ(sh(sb, "pgrep -f 'sleep 41[0-9]' || echo none"), "none\n");
+  sb.write_file("/tmp/after", "still here");
+  EXPECT_EQ(sb.read_file("/tmp/after"), "still here");
+}
+
+}  // namespace
