@@ -3,7 +3,8 @@
 // client on npm, pinned in bench/node; a warm, long-lived Node process) and a minimal
 // raw-socket client (the shortest request sequence: the limit). Peers take turns round by
 // round, so the machine's noise hits them alike; the report (scripts/bench-report) takes medians
-// and ratios.
+// and ratios. "sandboxio agent" is the same API on docker://IMAGE?agent=on: commands and files
+// through sandboxio-agent inside the container instead of the daemon's exec and archive API.
 //
 //   latency       run({"true"}) on a running sandbox
 //   first_output  from nothing to the first output of a command: create, start, exec
@@ -368,6 +369,9 @@ int main(int argc, char** argv) {
 
   auto sb = sandboxio::sync::Sandbox::create("docker://" + o.image);
   const std::string id = sb.id();
+  const std::string agent_dsn = "docker://" + o.image + "?agent=on";
+  auto sba = sandboxio::sync::Sandbox::create(agent_dsn);
+  (void)sba.run({"true"});
   const std::string run_true_cmd = R"({"op":"run_true","container":")" + id + "\"}";
   // Warm up every path once.
   (void)sb.run({"true"});
@@ -380,6 +384,9 @@ int main(int argc, char** argv) {
     auto t = Clock::now();
     if (!sb.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
     samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+    t = Clock::now();
+    if (!sba.run({"true"}).ok()) std::cerr << "sandboxio agent: run failed\n";
+    samples["latency_ms"]["sandboxio agent"].push_back(ms_since(t));
     t = Clock::now();
     if (run_shell("docker exec " + id + " true") != 0) std::cerr << "docker CLI: failed\n";
     samples["latency_ms"]["docker CLI"].push_back(ms_since(t));
@@ -396,6 +403,7 @@ int main(int argc, char** argv) {
     // Removal is not timed (the others remove after their clock stops too).
     samples["first_output_ms"]["sandboxio"].push_back(
         sandboxio_first_output("docker://" + o.image));
+    samples["first_output_ms"]["sandboxio agent"].push_back(sandboxio_first_output(agent_dsn));
     const auto t = Clock::now();
     const std::string cid =
         shell_output("docker run -d --rm --network none --label io.sandboxio.bench=cli " + o.image +
@@ -424,6 +432,14 @@ int main(int argc, char** argv) {
     if (got != bytes) std::cerr << "sandboxio: short read\n";
     samples["stdout_mib_s"]["sandboxio"].push_back(mib / (ms_since(t) / 1000.0));
     t = Clock::now();
+    auto pa = sba.stream(c);
+    got = 0;
+    while (auto chunk = pa.next())
+      got += chunk->data.size();
+    (void)pa.wait();
+    if (got != bytes) std::cerr << "sandboxio agent: short read\n";
+    samples["stdout_mib_s"]["sandboxio agent"].push_back(mib / (ms_since(t) / 1000.0));
+    t = Clock::now();
     (void)run_shell("docker exec " + id + " head -c " + std::to_string(bytes) +
                     " /dev/zero > /dev/null");
     samples["stdout_mib_s"]["docker CLI"].push_back(mib / (ms_since(t) / 1000.0));
@@ -446,6 +462,8 @@ int main(int argc, char** argv) {
   for (int r = 0; want("file") && r < o.runs; ++r) {
     const auto [w, rd] = sandboxio_file(sb, content);
     add_file("sandboxio", w, rd);
+    const auto [aw, ard] = sandboxio_file(sba, content);
+    add_file("sandboxio agent", aw, ard);
     auto t = Clock::now();
     (void)run_shell("docker cp " + local + ".in " + id + ":/tmp/bench.bin");
     const double cw = ms_since(t);

@@ -200,7 +200,9 @@ plot {", ".join(plots)}
                f"runs of everything else: {p['stdout_mib']} MiB of stdout, a {p['file_mib']} MiB "
                f"file, {p['concurrent']} concurrent sandboxes. Peers: sandboxio's sync API, the "
                "`docker` CLI, dockerode in a warm Node process (times taken inside it), and a "
-               "minimal raw-socket client (the shortest request sequence; the limit).")
+               "minimal raw-socket client (the shortest request sequence; the limit). "
+               "`sandboxio agent` is the same API on `docker://IMAGE?agent=on`, where commands "
+               "and files go through sandboxio-agent in the container instead of the daemon.")
         self.w()
         lat = {k: median(v) for k, v in s.get("latency_ms", {}).items()}
         first = {k: median(v) for k, v in s.get("first_output_ms", {}).items()}
@@ -223,6 +225,11 @@ plot {", ".join(plots)}
              verdict(ratio(lat, "dockerode"), 1.0, False)],
             ["`run` latency vs raw socket", fmt(ratio(lat, "raw socket"), 3),
              verdict(ratio(lat, "raw socket"), 1.1, False)],
+            ["`run` latency with the agent (`?agent=on`) vs docker CLI",
+             fmt(lat["sandboxio agent"] / lat["docker CLI"]
+                 if lat.get("sandboxio agent") and lat.get("docker CLI") else None, 3),
+             verdict(lat["sandboxio agent"] / lat["docker CLI"]
+                     if lat.get("sandboxio agent") and lat.get("docker CLI") else None, 0.65, False)],
             [f"{p['stdout_mib']} MiB stdout throughput vs docker CLI", fmt(ratio(out, "docker CLI"), 3),
              verdict(ratio(out, "docker CLI"), 1.1, True)],
             [f"{p['stdout_mib']} MiB stdout throughput vs dockerode", fmt(ratio(out, "dockerode"), 3),
@@ -231,7 +238,8 @@ plot {", ".join(plots)}
         self.table(["comparison (sandboxio / peer)", "ratio", "verdict"], rows)
         self.w("Latency ratios below 1 and throughput ratios above 1 favour sandboxio.")
         self.w()
-        peers = [k for k in ["sandboxio", "raw socket", "dockerode", "docker CLI"] if k in lat]
+        peers = [k for k in ["sandboxio", "sandboxio agent", "raw socket", "dockerode", "docker CLI"]
+                 if k in lat]
         self.w("### Medians")
         self.w()
         self.table(
