@@ -139,7 +139,7 @@ class ReplayLink final : public Link {
     if (got.tag != want.tag || got.conn != want.conn || got.data != want.data) {
       diverged(std::string("the machine made request '") + want.tag + "' on connection " +
                std::to_string(want.conn) + ", the recording has '" + got.tag + "' on " +
-               std::to_string(got.conn));
+               std::to_string(got.conn) + first_difference(want.data, got.data));
     }
     ++pos_;
     deliver_inputs(machine);
@@ -153,6 +153,15 @@ class ReplayLink final : public Link {
   }
 
  private:
+  /// Where two requests' bytes part, with a little of each around it.
+  static std::string first_difference(const std::string& made, const std::string& recorded) {
+    std::size_t at = 0;
+    while (at < made.size() && at < recorded.size() && made[at] == recorded[at])
+      ++at;
+    const std::size_t from = at < 40 ? 0 : at - 40;
+    return "; they part at byte " + std::to_string(at) + ": made [" + made.substr(from, 100) +
+           "], recorded [" + recorded.substr(from, 100) + "]";
+  }
   [[noreturn]] void diverged(const std::string& why) const {
     throw Error(errc::ProtocolError,
                 "replay diverged at entry " + std::to_string(pos_) + ": " + why);
