@@ -44,6 +44,22 @@ TEST(DockerAgent, RunsInAnImageWithoutPythonOrLibc) {
   EXPECT_NE(r.stdout_bytes, "1\n") << "the command is not the container's init";
 }
 
+// The attach stream carries command output and file contents: none of it may land in the
+// engine's container log on disk.
+TEST(DockerAgent, NothingTheAgentCarriesReachesTheEnginesLog) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  const std::string marker = "sbx-log-canary-4471";
+  ASSERT_EQ(sb.run({"sh", "-c", "echo " + marker + "; echo " + marker + " >&2"}).exit_code, 0);
+  sb.write_file("/tmp/canary", marker + "-file");
+  ASSERT_EQ(sb.read_file("/tmp/canary"), marker + "-file");
+  const std::string logs = sandboxio::testing::capture("docker logs " + sb.id() + " 2>&1");
+  EXPECT_EQ(logs.find(marker), std::string::npos) << "the engine logged: " << logs;
+  EXPECT_EQ(sandboxio::testing::trim_text(sandboxio::testing::capture(
+                "docker inspect -f '{{.HostConfig.LogConfig.Type}}' " + sb.id())),
+            "none");
+}
+
 // The agent stays root (with CAP_SETUID, CAP_SETGID and CAP_KILL only) and runs every
 // command as the user: their processes cannot signal, trace or read it, and hold no
 // capability themselves.

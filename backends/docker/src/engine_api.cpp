@@ -75,13 +75,19 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   w.key(labels::kCreated).value(std::to_string(created_unix));
   w.key(labels::kLifetime).value(std::to_string(secs));
   w.key("io.sandboxio.lease").value(lease ? "owner" : "none");
-  w.key("io.sandboxio.agent").value(config_.agent && lease ? "on" : "off");
+  if (config_.agent && lease) w.key("io.sandboxio.agent").value("on");
   if (agent_as_root) w.key(kUserLabel).value(user);
   w.end_object();
   w.key("HostConfig").begin_object();
   w.key("NetworkMode").value("none");
   w.key("AutoRemove").value(true);
   w.key("Init").value(!(config_.agent && lease));  // the agent is an init itself
+  if (config_.agent && lease) {
+    // The attach stream carries the agent protocol: command output and file contents. The
+    // default log driver would copy every byte of it to a file on the engine's disk (and
+    // cost a JSON encoding per chunk); nothing of it belongs in a log.
+    w.key("LogConfig").begin_object().key("Type").value("none").end_object();
+  }
   w.key("CapDrop").begin_array().value("ALL").end_array();
   if (agent_as_root) {
     w.key("CapAdd").begin_array().value("SETUID").value("SETGID").value("KILL").end_array();
