@@ -250,13 +250,24 @@ class AgentTest : public ::testing::TestWithParam<Where> {
     if (made) return;
     // An image with no shell and no libraries: one static binary, the agent itself.
     int status = 0;
-    // The previous build's image goes first, so repeated runs leave no dangling images.
+    // Tests run in parallel processes: the image is replaced only when it holds another
+    // build's agent (its label says which), never removed under a test that uses it; the
+    // replaced one is pruned once no container uses it.
     sandboxio::testing::capture(
-        "docker rmi -f sandboxio-test/agent-only:latest >/dev/null 2>&1; "
-        "d=$(mktemp -d) && mkdir -p $d/.sandboxio && cp " +
+        "set -e; img=sandboxio-test/agent-only:latest; "
+        "sum=$(sha256sum " +
             agent_path() +
-            " $d/.sandboxio/agent && tar -C $d -c . | docker import - "
-            "sandboxio-test/agent-only:latest >/dev/null && rm -rf $d",
+            " | cut -c1-16); "
+            "have=$(docker image inspect -f '{{index .Config.Labels \"io.sandboxio.agent-sha\"}}' "
+            "$img 2>/dev/null || true); "
+            "if [ \"$have\" != \"$sum\" ]; then "
+            "d=$(mktemp -d); mkdir -p $d/.sandboxio; cp " +
+            agent_path() +
+            " $d/.sandboxio/agent; "
+            "tar -C $d -c . | docker import --change \"LABEL io.sandboxio.agent-sha=$sum\" - $img "
+            ">/dev/null; rm -rf $d; "
+            "docker image prune -f --filter label=io.sandboxio.agent-sha >/dev/null 2>&1 || true; "
+            "fi",
         &status);
     made = status == 0;
   }
