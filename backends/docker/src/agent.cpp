@@ -31,42 +31,27 @@ Problem agent_problem(const std::string& what) {
 
 }  // namespace
 
-void DockerMachine::upload_agent(OpId id, Instant) {
-  const std::string& binary = *config_.agent_binary;
+void DockerMachine::upload_agent(OpId id, Instant now) {
   tar::Entry dir;
   dir.name = std::string(kAgentPath.substr(1, kAgentPath.rfind('/') - 1)) + "/";
   dir.type = FileType::Directory;
   dir.mode = 0755;
   tar::Entry file;
   file.name = std::string(kAgentPath.substr(1));
-  file.size = binary.size();
+  file.size = config_.agent_binary->size();
   file.mode = 0755;
-  auto dir_head = tar::header(dir);
-  auto file_head = tar::header(file);
-  if (!dir_head || !file_head) {
-    return remove_after_failed_start(id, "the agent's archive could not be written", Instant{});
-  }
-  const std::string tail = tar::padding(binary.size()) + tar::end();
-  http::Request req;
-  req.method = "PUT";
-  req.target = path("/containers/" + container_ + "/archive?path=%2F");
-  req.headers.push_back({"Content-Type", "application/x-tar"});
-  auto head = http::write_request_head(
-      req, "docker",
-      dir_head.value().size() + file_head.value().size() + binary.size() + tail.size());
-  if (!head) return remove_after_failed_start(id, head.problem().detail, Instant{});
-  std::vector<Bytes> pieces;
-  pieces.push_back(std::move(head).value() + dir_head.value() + file_head.value());
-  pieces.push_back(binary);
-  pieces.push_back(tail);
-  send_wire(id, "PUT", req.target, std::move(pieces), [this, id](Result<Reply> r, Instant t) {
-    if (create_abandoned(id, t)) return;
-    if (!r) return remove_after_failed_start(id, "uploading the agent: " + r.problem().detail, t);
-    if (r.value().status != 200) {
-      return remove_after_failed_start(id, "uploading the agent: " + r.value().message(), t);
-    }
-    attach_lease(id, t);
-  });
+  auto problem =
+      put_archive(id, {dir}, file, *config_.agent_binary, [this, id](Result<Reply> r, Instant t) {
+        if (create_abandoned(id, t)) return;
+        if (!r) {
+          return remove_after_failed_start(id, "uploading the agent: " + r.problem().detail, t);
+        }
+        if (r.value().status != 200) {
+          return remove_after_failed_start(id, "uploading the agent: " + r.value().message(), t);
+        }
+        attach_lease(id, t);
+      });
+  if (problem) remove_after_failed_start(id, "the agent's archive: " + problem->detail, now);
 }
 
 void DockerMachine::agent_hello(OpId id, Instant) {

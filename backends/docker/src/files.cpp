@@ -49,29 +49,43 @@ OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now)
   e.name = file.substr(1);
   e.size = data.size();
   e.mode = 0644;
-  auto head = tar::header(e);
-  if (!head) return fail(id, head.problem(), now);
-  const std::string padding = tar::padding(data.size());
-  const std::string end = tar::end();
+  auto problem =
+      put_archive(id, {}, e, std::move(data), [this, id, file](Result<Reply> r, Instant t) {
+        if (!alive(id)) return;
+        if (!r) return void(fail(id, r.problem(), t));
+        const int s = r.value().status;
+        if (s == 200) return void(complete(id, std::monostate{}, t));
+        fail(id, archive_problem(file, r.value()), t);
+      });
+  if (problem) fail(id, std::move(*problem), now);
+  return id;
+}
+
+std::optional<Problem> DockerMachine::put_archive(OpId op, const std::vector<tar::Entry>& dirs,
+                                                  const tar::Entry& file, Bytes content,
+                                                  Then then) {
+  Bytes heads;
+  for (const auto& d : dirs) {
+    auto h = tar::header(d);
+    if (!h) return h.problem();
+    heads += h.value();
+  }
+  auto h = tar::header(file);
+  if (!h) return h.problem();
+  heads += h.value();
+  const std::string tail = tar::padding(content.size()) + tar::end();
   http::Request req;
   req.method = "PUT";
   req.target = path("/containers/" + container_ + "/archive?path=%2F");
   req.headers.push_back({"Content-Type", "application/x-tar"});
-  auto wire = http::write_request_head(
-      req, "docker", head.value().size() + data.size() + padding.size() + end.size());
-  if (!wire) return fail(id, wire.problem(), now);
+  auto wire = http::write_request_head(req, "docker", heads.size() + content.size() + tail.size());
+  if (!wire) return wire.problem();
   std::vector<Bytes> pieces;
-  pieces.push_back(std::move(wire).value() + head.value());
-  pieces.push_back(std::move(data));  // the content is not copied
-  pieces.push_back(padding + end);
-  send_wire(id, "PUT", req.target, std::move(pieces), [this, id, file](Result<Reply> r, Instant t) {
-    if (!alive(id)) return;
-    if (!r) return void(fail(id, r.problem(), t));
-    const int s = r.value().status;
-    if (s == 200) return void(complete(id, std::monostate{}, t));
-    fail(id, archive_problem(file, r.value()), t);
-  });
-  return id;
+  pieces.push_back(std::move(wire).value() + heads);
+  pieces.push_back(std::move(content));
+  pieces.push_back(tail);
+  send_wire(op, "PUT", req.target, std::move(pieces), std::move(then));
+  return std::nullopt;
 }
 
 OpId DockerMachine::submit_read_file(std::string file, Instant now) {

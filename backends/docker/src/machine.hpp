@@ -168,6 +168,10 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   ConnId send(OpId op, http::Request req, Then then);
   ConnId send_wire(OpId op, std::string_view method, std::string_view target,
                    std::vector<Bytes> wire, Then then);
+  /// PUT .../archive?path=/ of one file, after the directory entries in `dirs`; the content
+  /// goes to the link as it is, never copied. A problem when a header cannot be written.
+  std::optional<Problem> put_archive(OpId op, const std::vector<tar::Entry>& dirs,
+                                     const tar::Entry& file, Bytes content, Then then);
   void expire_operation(OpId id, Instant now);
   void drop_lease();
 
