@@ -44,6 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       round_trip<Failure>(f.payload);
       round_trip<Entries>(f.payload);
       round_trip<Ping>(f.payload);
+      round_trip<ContextStart>(f.payload);
+      round_trip<RunCode>(f.payload);
+      round_trip<CodeEvent>(f.payload);
+      round_trip<CodeDone>(f.payload);
       if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize)
         std::abort();
     });

@@ -7,6 +7,7 @@
 //   main.cpp       arguments, init duties (subreaper, signals, reaping), the poll loop
 //   processes.cpp  Start, Stdin, Signal, Credit; output and exit; tree membership and kills
 //   files.cpp      ReadFile, WriteFile, ListDir, Stat, MakeDir, Remove
+//   contexts.cpp   code contexts: one python3 per context running the bootstrap it carries
 //   user.cpp       --user: the identity commands and files take, from the image's own files
 #pragma once
 
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -57,6 +59,31 @@ struct Transfer {  // a ReadFile or WriteFile in flight
   bool failed = false;  // WriteFile: an error was reported; data is ignored until FileEnd
 };
 
+/// A cell of a code context: queued, or running when it is the first of its context.
+struct Cell {
+  std::uint32_t channel = 0;
+  std::string request{};  // what the bootstrap reads: [str code][list env]
+  std::uint64_t credit = 0;
+  bool done = false;  // the bootstrap said the cell ended; its output is being drained
+  std::uint64_t drain_out = 0, drain_err = 0;  // bytes the pipes held when it did
+  std::set<pid_t> before{};  // the context's processes when it started: an interrupt spares them
+};
+
+/// A code context: python3 running the bootstrap (agent/python/bootstrap.py), fed cells.
+struct Kernel {
+  agent::ContextStart spec{};  // kept for a restart
+  Proc proc{};                 // python3: its pid, stdout/stderr pipes and its tree
+  int req_fd = -1, evt_fd = -1;
+  std::string requests{};  // bytes for req_fd not written yet
+  std::string events{};    // bytes from evt_fd that do not make a whole event yet
+  std::deque<Cell> cells{};
+  bool sent = false;  // the first cell's request was queued for the bootstrap
+  std::optional<agent::CodeDone::How> restart{};  // why it is being killed (Restarted)
+  bool closing = false;                           // ContextEnd: killed for good
+  std::string broken{};                           // why the agent killed it (a malformed event)
+  bool fresh = false;  // python3 ended between cells and was started again
+};
+
 /// Who commands run as, and files are opened as, when the agent itself stays root.
 struct Identity {
   uid_t uid = 0;
@@ -94,6 +121,18 @@ class Agent {
   int poll_timeout(Clock::time_point now) const;
 
   // processes.cpp
+  struct Spawn {
+    std::vector<std::string> argv{}, env{};
+    std::string cwd{}, user{};
+    bool stdin_open = false;
+    std::vector<std::pair<int, int>> extra_fds{};  // (our fd, its number in the child)
+  };
+  struct Spawned {
+    pid_t pid = -1;
+    int out_fd = -1, err_fd = -1, in_fd = -1;
+  };
+  std::optional<Spawned> spawn(const Spawn& s, int& error, std::string& what);
+  [[nodiscard]] bool channel_in_use(std::uint32_t channel) const;
   void start(std::uint32_t channel, const agent::Start& s);
   void stdin_data(std::uint32_t channel, std::string data);
   void stdin_close(std::uint32_t channel);
@@ -104,9 +143,25 @@ class Agent {
   void child_exited(pid_t pid, int status);
   void finish(Proc& p);
   void track_trees();
+  void kill_members(Proc& p, int signo, const std::set<pid_t>& spare);
   std::set<pid_t> tree_of(Proc& p);
   void kill_tree(Proc& p, int signo);
   void kill_everything(int signo);
+
+  // contexts.cpp
+  void context_start(std::uint32_t channel, agent::ContextStart spec);
+  bool launch_kernel(std::uint32_t channel, Kernel& k, int& error, std::string& what);
+  void run_code(std::uint32_t channel, const agent::RunCode& r);
+  void context_end(std::uint32_t channel);
+  bool signal_cell(std::uint32_t channel, const agent::Signal& s);
+  bool credit_cell(std::uint32_t channel, std::uint32_t bytes);
+  void service_kernels();
+  void pump_kernel(Kernel& k);
+  void read_events(Kernel& k);
+  void next_cell(Kernel& k);
+  void flush_requests(Kernel& k);
+  void kernel_exited(std::uint32_t channel, Kernel& k);
+  [[nodiscard]] bool cells_running() const;
 
   // files.cpp
   void read_file(std::uint32_t channel, const agent::PathRequest& r);
@@ -133,7 +188,10 @@ class Agent {
   agent::FrameReader reader_{};
   std::map<std::uint32_t, Proc> procs_{};
   std::map<std::uint32_t, Transfer> transfers_{};
-  std::map<pid_t, std::uint32_t> spawned_{};  // main pid -> channel
+  std::map<pid_t, std::uint32_t> spawned_{};      // main pid -> channel
+  std::map<std::uint32_t, Kernel> kernels_{};     // by the context's channel
+  std::map<pid_t, std::uint32_t> kernel_pids_{};  // python3's pid -> its context's channel
+  std::string python_{};                          // python3's path, when the image has one
   Clock::time_point next_scan_{};
 };
 

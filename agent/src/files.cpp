@@ -75,8 +75,7 @@ void Agent::fail(std::uint32_t channel, int error, const std::string& message) {
 }
 
 void Agent::read_file(std::uint32_t channel, const agent::PathRequest& r) {
-  if (transfers_.contains(channel) || procs_.contains(channel))
-    return fail(channel, 0, "channel in use");
+  if (channel_in_use(channel)) return fail(channel, 0, "channel in use");
   const int fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fail(channel, errno, r.path);
   struct stat st {};
@@ -115,8 +114,7 @@ bool Agent::pump_read(std::uint32_t channel, Transfer& t) {
 }
 
 void Agent::write_file(std::uint32_t channel, const agent::PathRequest& r) {
-  if (transfers_.contains(channel) || procs_.contains(channel))
-    return fail(channel, 0, "channel in use");
+  if (channel_in_use(channel)) return fail(channel, 0, "channel in use");
   Transfer t;
   t.reading = false;
   t.path = r.path;

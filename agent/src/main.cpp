@@ -70,7 +70,9 @@ int Agent::poll_timeout(Clock::time_point now) const {
   for (const auto& [channel, p] : procs_) {
     if (p.exited_at) next = std::min(next, *p.exited_at + kDrainGrace);
   }
-  if (!procs_.empty()) next = std::min(next, next_scan_);
+  if (!procs_.empty() || cells_running()) next = std::min(next, next_scan_);
+  for (const auto& [channel, k] : kernels_)
+    if (k.proc.status) next = now;  // python3 ended: report it and start it again
   if (next == Clock::time_point::max()) return -1;
   if (next <= now) return 0;
   return static_cast<int>(
@@ -124,7 +126,7 @@ void Agent::on_frame(Frame f) {
       agent::Welcome w;
       w.agent = std::string(kAgentVersion);
       w.pid = static_cast<std::uint32_t>(self_);
-      w.python = python_path();
+      w.python = python_ = python_path();
       if (!w.python.empty()) w.features |= agent::kPython3;
       return send(Type::Welcome, 0, w.encode());
     }
@@ -166,6 +168,18 @@ void Agent::on_frame(Frame f) {
       return file_data(f.channel, std::move(f.payload));
     case Type::FileEnd:
       return file_end(f.channel);
+    case Type::ContextStart: {
+      auto c = agent::ContextStart::decode(f.payload);
+      if (!c) return bad(c.problem());
+      return context_start(f.channel, std::move(c).value());
+    }
+    case Type::RunCode: {
+      auto r = agent::RunCode::decode(f.payload);
+      if (!r) return bad(r.problem());
+      return run_code(f.channel, r.value());
+    }
+    case Type::ContextEnd:
+      return context_end(f.channel);
     case Type::Ping: {
       auto p = agent::Ping::decode(f.payload);
       if (!p) return bad(p.problem());
@@ -189,7 +203,7 @@ int Agent::run() {
     if (ending_ && (procs_.empty() || now >= *ending_deadline_) && outbox_.size() == outbox_sent_)
       return 0;
     if (ending_ && now >= *ending_deadline_) return 0;
-    if (now >= next_scan_ && !procs_.empty()) {
+    if (now >= next_scan_ && (!procs_.empty() || cells_running())) {
       track_trees();
       next_scan_ = now + std::chrono::milliseconds(50);
     }
@@ -206,6 +220,7 @@ int Agent::run() {
       if (t.reading && outbox_.size() - outbox_sent_ < kOutboxHigh) pump_read(channel, t);
     }
     std::erase_if(transfers_, [](const auto& kv) { return kv.second.reading && kv.second.fd < 0; });
+    service_kernels();
 
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_, POLLIN, 0});
@@ -225,6 +240,20 @@ int Agent::run() {
         fds.push_back({p.in_fd, POLLOUT, 0});
         watched.emplace_back(channel, p.in_fd);
       }
+    }
+    const bool room = outbox_.size() - outbox_sent_ < kOutboxHigh;
+    for (auto& [channel, k] : kernels_) {
+      const Cell* cell = k.sent && !k.cells.empty() ? &k.cells.front() : nullptr;
+      // Output is read for a cell with credit (and, once it is done, only what it left), or
+      // dropped between cells; events only while the host-bound queue has room.
+      for (int fd : {k.proc.out_fd, k.proc.err_fd}) {
+        const std::uint64_t drain =
+            fd == k.proc.out_fd ? (cell ? cell->drain_out : 0) : (cell ? cell->drain_err : 0);
+        if (fd >= 0 && room && (!cell || (cell->credit > 0 && (!cell->done || drain > 0))))
+          fds.push_back({fd, POLLIN, 0});
+      }
+      if (k.evt_fd >= 0 && room) fds.push_back({k.evt_fd, POLLIN, 0});
+      if (k.req_fd >= 0 && !k.requests.empty()) fds.push_back({k.req_fd, POLLOUT, 0});
     }
     const int ready = ::poll(fds.data(), fds.size(), poll_timeout(Clock::now()));
     if (ready < 0 && errno != EINTR) return 3;

@@ -93,35 +93,25 @@ bool parse_user(const std::string& user, uid_t& uid, gid_t& gid) {
 
 }  // namespace
 
-void Agent::start(std::uint32_t channel, const agent::Start& s) {
-  if (procs_.contains(channel) || transfers_.contains(channel)) {
-    return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
-  }
-  auto start_failed = [&](int error, const std::string& what) {
-    agent::Exit e;
-    e.how = agent::Exit::How::StartFailed;
-    e.value = error;
-    e.message = what + ": " + std::strerror(error);
-    send(Type::Exit, channel, e.encode());
-  };
+std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::string& what) {
   uid_t uid = 0;
   gid_t gid = 0;
-  if (!s.user.empty() && !parse_user(s.user, uid, gid))
-    return start_failed(EINVAL, "user \"" + s.user + "\" is not UID[:GID]");
-  int out[2], err[2], in[2] = {-1, -1}, report[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return start_failed(errno, "pipe");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]), ::close(out[1]);
-    return start_failed(errno, "pipe");
+  if (!s.user.empty() && !parse_user(s.user, uid, gid)) {
+    error = EINVAL;
+    what = "user \"" + s.user + "\" is not UID[:GID]";
+    return std::nullopt;
   }
-  if (s.stdin_open && ::pipe2(in, O_CLOEXEC) != 0) {
-    ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
-    return start_failed(errno, "pipe");
-  }
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]})
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, report[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1], report[0], report[1]})
       if (fd >= 0) ::close(fd);
-    return start_failed(errno, "pipe");
+  };
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      (s.stdin_open && ::pipe2(in, O_CLOEXEC) != 0) || ::pipe2(report, O_CLOEXEC) != 0) {
+    error = errno;
+    what = "pipe";
+    close_all();
+    return std::nullopt;
   }
   // The sandbox's environment (the agent's own, as the image and create() set it) with the
   // command's variables over it.
@@ -146,7 +136,8 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
 
   const pid_t pid = ::fork();
   if (pid == 0) {
-    // The child: its own session, plain signals, the pipes as 0/1/2, then the program.
+    // The child: its own session, plain signals, the pipes as 0/1/2 (and the extra ones at
+    // their numbers), then the program.
     ::setsid();
     sigset_t none;
     sigemptyset(&none);
@@ -154,9 +145,16 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
     for (int sig = 1; sig < NSIG; ++sig)
       ::signal(sig, SIG_DFL);
     const int null_fd = s.stdin_open ? -1 : ::open("/dev/null", O_RDONLY);
+    // Extra descriptors are first moved above every target, so that no dup2 overwrites one
+    // that is still to be placed.
+    std::vector<std::pair<int, int>> extra;
+    for (const auto& [fd, target] : s.extra_fds)
+      extra.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 64), target);
     if (::dup2(s.stdin_open ? in[0] : null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 ||
         ::dup2(err[1], 2) < 0)
       child_fail(report[1], errno);
+    for (const auto& [fd, target] : extra)
+      if (fd < 0 || ::dup2(fd, target) < 0) child_fail(report[1], errno);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) child_fail(report[1], errno);
     if (!s.user.empty()) {
       if (::setgroups(0, nullptr) != 0 && errno != EPERM) child_fail(report[1], errno);
@@ -176,37 +174,57 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
   if (in[0] >= 0) ::close(in[0]);
   ::close(report[1]);
   if (pid < 0) {
-    const int error = errno;
+    error = errno;
+    what = "fork";
     for (int fd : {out[0], err[0], in[1], report[0]})
       if (fd >= 0) ::close(fd);
-    return start_failed(error, "fork");
+    return std::nullopt;
   }
   // exec succeeded when the report pipe closes empty (it is close-on-exec).
-  int error = 0;
+  int failed = 0;
   ssize_t n;
   do {
-    n = ::read(report[0], &error, sizeof error);
+    n = ::read(report[0], &failed, sizeof failed);
   } while (n < 0 && errno == EINTR);
   ::close(report[0]);
-  if (n == sizeof error) {
+  if (n == sizeof failed) {
     ::waitpid(pid, nullptr, 0);
     for (int fd : {out[0], err[0], in[1]})
       if (fd >= 0) ::close(fd);
-    return start_failed(error, "cannot run " + s.argv[0]);
+    error = failed;
+    what = "cannot run " + s.argv[0];
+    return std::nullopt;
+  }
+  for (int fd : {out[0], err[0], in[1]})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return Spawned{pid, out[0], err[0], in[1]};
+}
+
+void Agent::start(std::uint32_t channel, const agent::Start& s) {
+  if (channel_in_use(channel)) {
+    return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
+  }
+  int error = 0;
+  std::string what;
+  auto spawned = spawn(Spawn{s.argv, s.env, s.cwd, s.user, s.stdin_open, {}}, error, what);
+  if (!spawned) {
+    agent::Exit e;
+    e.how = agent::Exit::How::StartFailed;
+    e.value = error;
+    e.message = what + ": " + std::strerror(error);
+    return send(Type::Exit, channel, e.encode());
   }
   Proc p;
   p.channel = channel;
-  p.pid = pid;
-  p.out_fd = out[0];
-  p.err_fd = err[0];
-  p.in_fd = in[1];
+  p.pid = spawned->pid;
+  p.out_fd = spawned->out_fd;
+  p.err_fd = spawned->err_fd;
+  p.in_fd = spawned->in_fd;
   p.credit = s.window;
-  p.members.insert(pid);
-  for (int fd : {p.out_fd, p.err_fd, p.in_fd})
-    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  p.members.insert(p.pid);
   procs_.emplace(channel, std::move(p));
-  spawned_[pid] = channel;
-  send(Type::Started, channel, agent::Started{pid}.encode());
+  spawned_[spawned->pid] = channel;
+  send(Type::Started, channel, agent::Started{spawned->pid}.encode());
 }
 
 void Agent::stdin_data(std::uint32_t channel, std::string data) {
@@ -241,7 +259,17 @@ void Agent::flush_stdin(Proc& p) {
   }
 }
 
+bool Agent::channel_in_use(std::uint32_t channel) const {
+  if (procs_.contains(channel) || transfers_.contains(channel) || kernels_.contains(channel))
+    return true;
+  for (const auto& [id, k] : kernels_)
+    for (const Cell& c : k.cells)
+      if (c.channel == channel) return true;
+  return false;
+}
+
 void Agent::signal(std::uint32_t channel, const agent::Signal& s) {
+  if (signal_cell(channel, s)) return;
   auto it = procs_.find(channel);
   if (it == procs_.end()) return;
   if (s.tree) return kill_tree(it->second, s.signo);
@@ -249,6 +277,7 @@ void Agent::signal(std::uint32_t channel, const agent::Signal& s) {
 }
 
 void Agent::credit(std::uint32_t channel, std::uint32_t bytes) {
+  if (credit_cell(channel, bytes)) return;
   if (auto it = procs_.find(channel); it != procs_.end()) it->second.credit += bytes;
   if (auto it = transfers_.find(channel); it != transfers_.end()) it->second.credit += bytes;
 }
@@ -276,6 +305,13 @@ bool Agent::pump_output(Proc& p) {
 }
 
 void Agent::child_exited(pid_t pid, int status) {
+  if (auto kernel = kernel_pids_.find(pid); kernel != kernel_pids_.end()) {
+    // A context's python3: service_kernels() reports it and starts a fresh one.
+    if (auto it = kernels_.find(kernel->second); it != kernels_.end())
+      it->second.proc.status = status;
+    kernel_pids_.erase(kernel);
+    return;
+  }
   auto spawned = spawned_.find(pid);
   if (spawned == spawned_.end()) return;  // a descendant (an orphan we inherited): reaped
   auto it = procs_.find(spawned->second);
@@ -310,31 +346,47 @@ void Agent::finish(Proc& p) {
 
 void Agent::track_trees() {
   const auto all = all_processes();
-  std::set<pid_t> known;
+  // Every tree: the commands', and the code contexts' (python3 and what its cells started).
+  std::vector<Proc*> trees;
   for (auto& [channel, p] : procs_)
-    known.insert(p.members.begin(), p.members.end());
-  for (auto& [channel, p] : procs_) {
+    trees.push_back(&p);
+  for (auto& [channel, k] : kernels_)
+    if (!k.proc.status) trees.push_back(&k.proc);
+  std::set<pid_t> known;
+  for (const Proc* p : trees)
+    known.insert(p->members.begin(), p->members.end());
+  for (Proc* p : trees) {
     // Membership spreads along parent links and the command's own session.
     bool grew = true;
     while (grew) {
       grew = false;
       for (const auto& [pid, st] : all) {
-        if (st.state == 'Z' || p.members.contains(pid)) continue;
-        if (p.members.contains(st.ppid) || (st.session == p.pid && p.pid > 0)) {
-          p.members.insert(pid);
+        if (st.state == 'Z' || p->members.contains(pid)) continue;
+        if (p->members.contains(st.ppid) || (st.session == p->pid && p->pid > 0)) {
+          p->members.insert(pid);
           known.insert(pid);
           grew = true;
         }
       }
     }
-    std::erase_if(p.members, [&](pid_t pid) { return !all.contains(pid); });
+    // Gone, or dead and waiting for its parent (a kill would "succeed" on it for ever).
+    std::erase_if(p->members, [&](pid_t pid) {
+      auto it = all.find(pid);
+      return it == all.end() || it->second.state == 'Z';
+    });
   }
-  // Orphans that came to us and belong to nobody yet: when one command runs, they are its.
-  if (procs_.size() == 1) {
-    Proc& only = procs_.begin()->second;
+  // Orphans that came to us and belong to nobody yet: when one command (or one context with
+  // a running cell) runs, they are its.
+  std::vector<Proc*> active;
+  for (auto& [channel, p] : procs_)
+    active.push_back(&p);
+  for (auto& [channel, k] : kernels_)
+    if (!k.proc.status && !k.cells.empty()) active.push_back(&k.proc);
+  if (active.size() == 1) {
     for (const auto& [pid, st] : all) {
-      if (st.ppid == self_ && !known.contains(pid) && !spawned_.contains(pid) && st.state != 'Z')
-        only.members.insert(pid);
+      if (st.ppid == self_ && !known.contains(pid) && !spawned_.contains(pid) &&
+          !kernel_pids_.contains(pid) && st.state != 'Z')
+        active.front()->members.insert(pid);
     }
   }
 }
@@ -355,6 +407,21 @@ void Agent::kill_tree(Proc& p, int signo) {
       if (::kill(pid, signo) == 0) any = true;
     }
     if (p.pid > 0 && !p.status) ::kill(-p.pid, signo);  // its session's group, new members too
+    if (!any || signo != SIGKILL) break;
+    reap();
+  }
+}
+
+void Agent::kill_members(Proc& p, int signo, const std::set<pid_t>& spare) {
+  // As kill_tree, but some members are spared (an interrupted cell's python3, and what the
+  // context's earlier cells left running).
+  for (int round = 0; round < 20; ++round) {
+    const std::set<pid_t> members = tree_of(p);
+    bool any = false;
+    for (pid_t pid : members) {
+      if (pid <= 1 || pid == self_ || spare.contains(pid)) continue;
+      if (::kill(pid, signo) == 0) any = true;
+    }
     if (!any || signo != SIGKILL) break;
     reap();
   }

@@ -159,6 +159,12 @@ std::string_view to_string(Type t) noexcept {
       return "Ping";
     case Type::Shutdown:
       return "Shutdown";
+    case Type::ContextStart:
+      return "ContextStart";
+    case Type::RunCode:
+      return "RunCode";
+    case Type::ContextEnd:
+      return "ContextEnd";
     case Type::FileData:
       return "FileData";
     case Type::FileEnd:
@@ -181,6 +187,10 @@ std::string_view to_string(Type t) noexcept {
       return "Pong";
     case Type::Log:
       return "Log";
+    case Type::CodeEvent:
+      return "CodeEvent";
+    case Type::CodeDone:
+      return "CodeDone";
   }
   return "unknown";
 }
@@ -407,6 +417,88 @@ Result<Entries> Entries::decode(std::string_view payload) {
     out.entries.push_back(std::move(e));
   }
   return r.finish(std::move(out), "Entries");
+}
+
+std::string ContextStart::encode() const {
+  return Writer().list(env).str(cwd).take();
+}
+Result<ContextStart> ContextStart::decode(std::string_view payload) {
+  Reader r(payload);
+  ContextStart c;
+  c.env = r.list();
+  c.cwd = r.str();
+  return r.finish(std::move(c), "ContextStart");
+}
+
+std::string RunCode::encode() const {
+  return Writer().u32(context).str(code).list(env).u32(window).take();
+}
+Result<RunCode> RunCode::decode(std::string_view payload) {
+  Reader r(payload);
+  RunCode c;
+  c.context = r.u32();
+  c.code = r.str();
+  c.env = r.list();
+  c.window = r.u32();
+  return r.finish(std::move(c), "RunCode");
+}
+
+std::string CodeEvent::encode() const {
+  Writer w;
+  w.u8(static_cast<std::uint8_t>(kind));
+  if (kind == Kind::Result) {
+    w.u32(static_cast<std::uint32_t>(bundle.size()));
+    for (const auto& [mime, data] : bundle)
+      w.str(mime).str(data);
+  } else {
+    w.str(name).str(value).str(traceback);
+  }
+  return w.take();
+}
+Result<CodeEvent> CodeEvent::decode(std::string_view payload) {
+  Reader r(payload);
+  CodeEvent e;
+  const auto kind = r.u8();
+  if (kind != 1 && kind != 2) return malformed("CodeEvent (kind)");
+  e.kind = static_cast<Kind>(kind);
+  if (e.kind == Kind::Result) {
+    const std::uint32_t n = r.u32();
+    // Each item takes at least its two 4-byte lengths.
+    if (n > payload.size() / 8) return malformed("CodeEvent (count)");
+    e.bundle.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      std::string mime = r.str();
+      std::string data = r.str();
+      e.bundle.emplace_back(std::move(mime), std::move(data));
+    }
+  } else {
+    e.name = r.str();
+    e.value = r.str();
+    e.traceback = r.str();
+  }
+  return r.finish(std::move(e), "CodeEvent");
+}
+
+std::string CodeDone::encode() const {
+  return Writer()
+      .u8(static_cast<std::uint8_t>(how))
+      .u8(fresh ? 1 : 0)
+      .u8(signalled ? 1 : 0)
+      .i32(value)
+      .str(message)
+      .take();
+}
+Result<CodeDone> CodeDone::decode(std::string_view payload) {
+  Reader r(payload);
+  CodeDone d;
+  const auto how = r.u8();
+  d.how = static_cast<How>(how);
+  d.fresh = r.flag();
+  d.signalled = r.flag();
+  d.value = r.i32();
+  d.message = r.str();
+  if (how > 3) return malformed("CodeDone (kind)");
+  return r.finish(std::move(d), "CodeDone");
 }
 
 std::string Ping::encode() const {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -153,6 +154,59 @@ class Client {
         return r;
       }
     }
+  }
+
+  struct CellRan {
+    std::string out, err;
+    std::vector<agent::CodeEvent> events;
+    std::optional<agent::CodeDone> done;
+    std::optional<agent::Failure> failure;
+  };
+  /// Runs a cell in the context on `context` over `channel`; `on_output` may act mid-cell.
+  CellRan code(std::uint32_t channel, std::uint32_t context, const std::string& source,
+               std::function<void(const std::string& out)> on_output = {}) {
+    agent::RunCode r;
+    r.context = context;
+    r.code = source;
+    send(Type::RunCode, channel, r.encode());
+    CellRan ran;
+    for (;;) {
+      auto f = next_on(channel);
+      if (!f) return ran;
+      if (f->type == Type::Output) {
+        auto o = agent::Output::decode(f->payload).value();
+        (o.stream == agent::StreamId::Stdout ? ran.out : ran.err) += o.data;
+        send(Type::Credit, channel,
+             agent::Credit{static_cast<std::uint32_t>(o.data.size())}.encode());
+        if (on_output) on_output(ran.out);
+      } else if (f->type == Type::CodeEvent) {
+        auto e = agent::CodeEvent::decode(f->payload);
+        EXPECT_TRUE(e) << "a malformed event from the bootstrap";
+        if (e) ran.events.push_back(std::move(e).value());
+      } else if (f->type == Type::CodeDone) {
+        ran.done = agent::CodeDone::decode(f->payload).value();
+        return ran;
+      } else if (f->type == Type::Failure) {
+        ran.failure = agent::Failure::decode(f->payload).value();
+        return ran;
+      } else {
+        ADD_FAILURE() << "unexpected " << agent::to_string(f->type);
+        return ran;
+      }
+    }
+  }
+  /// Starts a code context on `channel`; the Failure when it cannot.
+  std::optional<agent::Failure> context(std::uint32_t channel) {
+    agent::ContextStart cs;
+    cs.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+    send(Type::ContextStart, channel, cs.encode());
+    auto f = next(20s);
+    while (f && f->type == Type::Log)
+      f = next(20s);
+    EXPECT_TRUE(f && f->channel == channel);
+    if (f && f->type == Type::Failure) return agent::Failure::decode(f->payload).value();
+    EXPECT_TRUE(f && f->type == Type::Started);
+    return std::nullopt;
   }
 
   /// Waits for the agent process to end; its exit status.
@@ -485,6 +539,145 @@ TEST_P(AgentTest, AMalformedFrameEndsTheSessionWithAFailure) {
   ASSERT_TRUE(f);
   EXPECT_EQ(f->type, Type::Failure);
   EXPECT_TRUE(c->wait_exit(10s)) << "the agent kept running after a malformed frame";
+}
+
+// ---- code contexts ----
+
+bool has_python(const Where& w) {
+  return w.image.empty() || w.name == "python_image";
+}
+
+TEST_P(AgentTest, ACodeContextKeepsItsNamespaceAndReportsValuesAndExceptions) {
+  auto c = launch();
+  if (!has_python(GetParam())) {
+    auto failure = c->context(1);
+    ASSERT_TRUE(failure) << "a context started without python3";
+    EXPECT_EQ(failure->error, ENOENT);
+    EXPECT_EQ(c->code(2, 1, "1").failure->error, ENOENT) << "a cell ran in no context";
+    return;
+  }
+  ASSERT_FALSE(c->context(1));
+  auto r = c->code(2, 1, "x = 41\nprint('set')");
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Finished);
+  EXPECT_EQ(r.out, "set\n");
+  EXPECT_TRUE(r.events.empty());
+
+  r = c->code(3, 1, "import os\nos.system('echo from-a-child; echo oops >&2')\nx + 1");
+  EXPECT_EQ(r.out, "from-a-child\n") << "a subprocess's output belongs to its cell";
+  EXPECT_EQ(r.err, "oops\n");
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].kind, agent::CodeEvent::Kind::Result);
+  ASSERT_FALSE(r.events[0].bundle.empty());
+  EXPECT_EQ(r.events[0].bundle[0], std::make_pair(std::string("text/plain"), std::string("42")));
+
+  r = c->code(4, 1,
+              "class Table:\n"
+              "    def _repr_html_(self): return '<table></table>'\n"
+              "    def _repr_png_(self): return b'\\x89PNG'\n"
+              "    def _repr_json_(self): return {'a': [1, 'b\"']}\n"
+              "    def __repr__(self): return 'Table()'\n"
+              "display(Table())\n"
+              "print('between')\n"
+              "Table()");
+  EXPECT_EQ(r.out, "between\n");
+  ASSERT_EQ(r.events.size(), 2u) << "display() and the last expression";
+  using Bundle = std::vector<std::pair<std::string, std::string>>;
+  const Bundle want = {{"text/plain", "Table()"},
+                       {"text/html", "<table></table>"},
+                       {"image/png", "iVBORw=="},
+                       {"application/json", R"({"a":[1,"b\""]})"}};
+  EXPECT_EQ(r.events[0].bundle, want);
+  EXPECT_EQ(r.events[1].bundle, want);
+
+  r = c->code(5, 1, "def f():\n    raise ValueError('boom')\nf()");
+  ASSERT_EQ(r.events.size(), 1u);
+  const auto& e = r.events[0];
+  EXPECT_EQ(e.kind, agent::CodeEvent::Kind::Error);
+  EXPECT_EQ(e.name, "ValueError");
+  EXPECT_EQ(e.value, "boom");
+  EXPECT_NE(e.traceback.find("raise ValueError('boom')"), std::string::npos) << e.traceback;
+  EXPECT_NE(e.traceback.find("ValueError: boom"), std::string::npos) << e.traceback;
+  EXPECT_EQ(e.traceback.find("<string>"), std::string::npos) << "the bootstrap's own frames";
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Finished);
+
+  r = c->code(6, 1, "print(x)");
+  EXPECT_EQ(r.out, "41\n") << "the namespace survived an exception";
+
+  // A second context has a namespace of its own.
+  ASSERT_FALSE(c->context(7));
+  r = c->code(8, 7, "print('x' in dir())");
+  EXPECT_EQ(r.out, "False\n");
+  c->send(Type::ContextEnd, 7);
+  EXPECT_EQ(c->next_on(7)->type, Type::Done);
+  EXPECT_EQ(c->code(9, 7, "1").failure->error, ENOENT);
+}
+
+TEST_P(AgentTest, AnInterruptKillsWhatTheCellStartedAndKeepsTheContext) {
+  if (!has_python(GetParam())) GTEST_SKIP() << "no python3 in this image";
+  auto c = launch();
+  ASSERT_FALSE(c->context(1));
+  ASSERT_TRUE(
+      c->code(2, 1, "import subprocess, time\nkept = subprocess.Popen(['sleep', '1021'])").done);
+  bool sent = false;
+  auto r = c->code(3, 1,
+                   "y = 5\n"
+                   "subprocess.Popen(['sh', '-c', 'setsid sleep 1022 & env -i sleep 1023'])\n"
+                   "print('ready', flush=True)\n"
+                   "time.sleep(600)",
+                   [&](const std::string& out) {
+                     if (!sent && out.find("ready") != std::string::npos) {
+                       sent = true;
+                       c->send(Type::Signal, 3, agent::Signal{true, SIGINT}.encode());
+                     }
+                   });
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Finished);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].name, "KeyboardInterrupt");
+  EXPECT_EQ(c->code(4, 1, "print(y)").out, "5\n") << "the context did not survive";
+  EXPECT_EQ(processes(c, "sleep 102[23]"), "") << "a process of the interrupted cell survived";
+  EXPECT_NE(processes(c, "sleep 1021"), "") << "an earlier cell's process was killed";
+  c->code(5, 1, "kept.kill(); kept.wait()");
+}
+
+TEST_P(AgentTest, ARestartOrADeathGivesAFreshContextAndSaysSo) {
+  if (!has_python(GetParam())) GTEST_SKIP() << "no python3 in this image";
+  auto c = launch();
+  ASSERT_FALSE(c->context(1));
+  ASSERT_TRUE(c->code(2, 1, "z = 1").done);
+  bool sent = false;
+  auto r = c->code(3, 1,
+                   "import signal, time\n"
+                   "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                   "print('deaf', flush=True)\n"
+                   "time.sleep(600)",
+                   [&](const std::string& out) {
+                     if (!sent && out.find("deaf") != std::string::npos) {
+                       sent = true;
+                       c->send(Type::Signal, 3, agent::Signal{true, SIGKILL}.encode());
+                     }
+                   });
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Restarted);
+  EXPECT_EQ(c->code(4, 1, "print('z' in dir())").out, "False\n");
+
+  r = c->code(5, 1, "import os\nprint('last words', flush=True)\nos._exit(7)");
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.out, "last words\n");
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Died);
+  EXPECT_FALSE(r.done->signalled);
+  EXPECT_EQ(r.done->value, 7);
+  EXPECT_EQ(c->code(6, 1, "print(6 * 7)").out, "42\n") << "no fresh context after a death";
+
+  // Code that writes garbage over the bootstrap's event pipe gets a fresh context, not a
+  // confused agent.
+  r = c->code(7, 1,
+              "import os\nos.write(4, b'\\xff\\xff\\xff\\xff')\nimport time\ntime.sleep(600)");
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.done->how, agent::CodeDone::How::Died);
+  EXPECT_NE(r.done->message.find("malformed"), std::string::npos) << r.done->message;
+  EXPECT_EQ(c->code(8, 1, "print('alive')").out, "alive\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(

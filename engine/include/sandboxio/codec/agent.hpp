@@ -25,7 +25,7 @@
 
 namespace sandboxio::agent {
 
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;  // 2: code contexts
 inline constexpr std::size_t kHeaderSize = 9;
 /// The largest payload either side accepts; a bigger frame ends the session (SBX_E1803).
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;
@@ -37,33 +37,38 @@ inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
 
 enum class Type : std::uint8_t {
   // host -> agent
-  Hello = 1,       // session: Hello
-  Start = 2,       // channel: Start
-  Stdin = 3,       // channel: raw bytes for the process's stdin
-  StdinClose = 4,  // channel: end of stdin
-  Signal = 5,      // channel: Signal
-  Credit = 6,      // channel: Credit (more output may be sent)
-  ReadFile = 7,    // channel: PathRequest; FileData... then FileEnd, or Failure
-  WriteFile = 8,   // channel: PathRequest; then the host's FileData... FileEnd; Done or Failure
-  ListDir = 9,     // channel: PathRequest; Entries or Failure
-  Stat = 10,       // channel: PathRequest; Entries (one) or Failure
-  MakeDir = 11,    // channel: PathRequest (flags: parents); Done or Failure
-  Remove = 12,     // channel: PathRequest (flags: recursive); Done or Failure
-  Ping = 13,       // session: Ping
-  Shutdown = 14,   // session: end the sandbox now
+  Hello = 1,          // session: Hello
+  Start = 2,          // channel: Start
+  Stdin = 3,          // channel: raw bytes for the process's stdin
+  StdinClose = 4,     // channel: end of stdin
+  Signal = 5,         // channel: Signal
+  Credit = 6,         // channel: Credit (more output may be sent)
+  ReadFile = 7,       // channel: PathRequest; FileData... then FileEnd, or Failure
+  WriteFile = 8,      // channel: PathRequest; then the host's FileData... FileEnd; Done or Failure
+  ListDir = 9,        // channel: PathRequest; Entries or Failure
+  Stat = 10,          // channel: PathRequest; Entries (one) or Failure
+  MakeDir = 11,       // channel: PathRequest (flags: parents); Done or Failure
+  Remove = 12,        // channel: PathRequest (flags: recursive); Done or Failure
+  Ping = 13,          // session: Ping
+  Shutdown = 14,      // session: end the sandbox now
+  ContextStart = 15,  // channel: ContextStart (the channel is the context's); Started or Failure
+  RunCode = 16,       // channel: RunCode; Output..., CodeEvent..., then CodeDone
+  ContextEnd = 17,    // channel: the context's; Done
   // both directions
   FileData = 32,  // channel: raw bytes of a file
   FileEnd = 33,   // channel: the file's bytes are all sent
   // agent -> host
-  Welcome = 64,  // session: Welcome
-  Started = 65,  // channel: Started
-  Output = 66,   // channel: Output
-  Exit = 67,     // channel: Exit (the last frame of a process)
-  Done = 68,     // channel: Done
-  Failure = 69,  // channel: Failure (channel 0: the session failed)
-  Entries = 70,  // channel: Entries
-  Pong = 71,     // session: Ping (the nonce back)
-  Log = 72,      // session: a diagnostic line from the agent
+  Welcome = 64,    // session: Welcome
+  Started = 65,    // channel: Started
+  Output = 66,     // channel: Output
+  Exit = 67,       // channel: Exit (the last frame of a process)
+  Done = 68,       // channel: Done
+  Failure = 69,    // channel: Failure (channel 0: the session failed)
+  Entries = 70,    // channel: Entries
+  Pong = 71,       // session: Ping (the nonce back)
+  Log = 72,        // session: a diagnostic line from the agent
+  CodeEvent = 73,  // channel: CodeEvent (a cell's value or exception)
+  CodeDone = 74,   // channel: CodeDone (the last frame of a cell)
 };
 
 [[nodiscard]] std::string_view to_string(Type t) noexcept;
@@ -230,6 +235,58 @@ struct Entries {
   std::vector<Entry> entries{};
   [[nodiscard]] std::string encode() const;
   [[nodiscard]] static Result<Entries> decode(std::string_view payload);
+};
+
+// ---- code contexts ----
+// A context is one python3 running the bootstrap the agent carries (agent/python/bootstrap.py),
+// with one namespace. Cells run one at a time in the order they came; their stdout and stderr
+// arrive as Output frames on the cell's channel, then its CodeEvents, then CodeDone. A Signal on
+// a cell's channel: SIGINT interrupts it (everything the cell started is killed, the context
+// lives on); SIGKILL restarts the context (a fresh python3: its variables are gone).
+
+struct ContextStart {
+  std::vector<std::string> env{};  // NAME=VALUE over the sandbox's environment
+  std::string cwd{};               // empty: the sandbox's working directory
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<ContextStart> decode(std::string_view payload);
+};
+
+struct RunCode {
+  std::uint32_t context = 0;  // the channel the context was started on
+  std::string code{};
+  std::vector<std::string> env{};  // NAME=VALUE for this cell only
+  std::uint32_t window = kDefaultWindow;
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<RunCode> decode(std::string_view payload);
+};
+
+/// What a cell produced beside its output. The bootstrap writes these bytes and the agent
+/// relays them as they are: the host's decoder is the only parser of what Python said.
+struct CodeEvent {
+  enum class Kind : std::uint8_t { Result = 1, Error = 2 };
+  Kind kind = Kind::Result;
+  std::vector<std::pair<std::string, std::string>> bundle{};  // Result: (mime type, data)
+  std::string name{}, value{}, traceback{};                   // Error
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<CodeEvent> decode(std::string_view payload);
+};
+
+struct CodeDone {
+  enum class How : std::uint8_t {
+    Finished = 0,   // the cell ran to its end (an exception is a CodeEvent before this)
+    Restarted = 1,  // the host asked (SIGKILL): the context is a fresh python3 now
+    Died = 2,       // python3 ended by itself; the context is a fresh one now
+    Lost = 3,       // python3 ended and could not be started again: the context is gone
+  };
+  How how = How::Finished;
+  /// python3 had ended between cells and the context was restarted before this one ran:
+  /// the variables it expected are gone.
+  bool fresh = false;
+  bool signalled = false;  // Died: value is the signal that ended python3, else its status
+  std::int32_t value = 0;
+  std::string message{};
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<CodeDone> decode(std::string_view payload);
 };
 
 struct Ping {
