@@ -271,6 +271,36 @@ void run_code_rich_output(const Target& t) {
           "the value of the last expression is not a text/plain result");
 }
 
+void run_code_rich_mime_types(const Target& t) {
+  auto sb = make(t);
+  if (!sb->capabilities().contains(Capability::RichOutput) || !t.full_python) return;
+  const auto r = sb->run_code(
+      "class Report:\n"
+      "    def _repr_html_(self): return '<b>done</b>'\n"
+      "    def __repr__(self): return 'Report()'\n"
+      "Report()");
+  bool html = false;
+  for (const auto& out : r.results)
+    html = html || (out.mime_type == "text/html" && out.data == "<b>done</b>");
+  require(r.ok() && html, "an object's _repr_html_ did not come back as text/html (" +
+                              std::to_string(r.results.size()) + " results)");
+}
+
+void run_code_exception_details(const Target& t) {
+  auto sb = make(t);
+  if (!sb->capabilities().contains(Capability::RichOutput)) return;
+  const auto r = sb->run_code("raise ValueError('boom')");
+  require(r.exit_code == 1 && r.termination == Termination::Exited,
+          "an exception did not end the call with exit code 1");
+  require(r.error.has_value(), "an exception came back without its name, value and traceback");
+  require(r.error->name == "ValueError" && r.error->value == "boom",
+          "the exception came back as " + show(r.error->name) + ": " + show(r.error->value));
+  require(r.error->traceback.find("ValueError: boom") != std::string::npos,
+          "the traceback does not end with the exception: " + show(r.error->traceback));
+  const auto fine = sb->run_code("1 + 1");
+  require(fine.ok() && !fine.error, "a call without an exception reported one");
+}
+
 // ---- streaming ----
 
 bool streaming(Box& sb) {
@@ -639,6 +669,8 @@ constexpr Case kCases[] = {
     {"run_code.stateless", run_code_stateless},
     {"run_code.stateful_contexts", run_code_stateful_contexts},
     {"run_code.rich_output", run_code_rich_output},
+    {"run_code.rich_mime_types", run_code_rich_mime_types},
+    {"run_code.exception_details", run_code_exception_details},
     {"stream.order_within_streams", stream_order_within_streams},
     {"stream.read_to_end_cleans_up", stream_read_to_end_cleans_up},
     {"stream.drop_mid_stream_kills", stream_drop_mid_stream_kills},

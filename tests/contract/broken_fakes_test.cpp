@@ -126,6 +126,7 @@ contract::Target target_for(const std::string& scheme, std::shared_ptr<fake::Wor
   t.transport = contract::blocking_transport([] { return sim::make_link({.seed = 3}); });
   t.alive_probe = [](const std::string& m) { return std::vector<std::string>{"pgrep", "-f", m}; };
   t.egress_probe = {"curl", "-sS", "https://example.com/"};
+  t.full_python = false;
   t.slow_create_dsn = t.dsn + "?create_delay=10s";
   return t;
 }

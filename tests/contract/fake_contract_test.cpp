@@ -36,6 +36,7 @@ Target fake_target(const std::string& query, Via via) {
     return std::vector<std::string>{"pgrep", "-f", marker};
   };
   t.egress_probe = {"curl", "-sS", "--max-time", "5", "https://example.com/"};
+  t.full_python = false;  // fake:// interprets a subset of python: no classes
   t.slow_create_dsn = dsn + sep + "create_delay=2s";
   t.slow_teardown_dsn = dsn + sep + "create_delay=2s&teardown_delay=60s";
   t.live_sandboxes = [world] { return world->live_sandboxes(); };

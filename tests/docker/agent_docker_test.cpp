@@ -1,5 +1,5 @@
 // docker://IMAGE?agent=on beyond the contract suite: which path info() reports, a non-root
-// user's commands against the agent they run under, and kills that hold.
+// user's commands against the agent they run under, kills that hold, and code contexts.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -116,6 +116,97 @@ TEST(DockerAgent, ATimedOutCommandLeavesNothingBehindAndTheNextRunWorks) {
   EXPECT_EQ(sh(sb, "pgrep -f 'sleep 41[0-9]' || echo none"), "none\n");
   sb.write_file("/tmp/after", "still here");
   EXPECT_EQ(sb.read_file("/tmp/after"), "still here");
+}
+
+// ---- code contexts ----
+
+sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeContext& ctx,
+                           const std::string& code,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  sandboxio::CodeRequest r;
+  r.code = code;
+  r.context = ctx.id;
+  r.timeout = timeout;
+  return sb.run_code(r);
+}
+
+TEST(DockerAgent, CodeContextsKeepStateAndReturnRichValuesAndExceptions) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  EXPECT_TRUE(sb.capabilities().contains(sandboxio::Capability::StatefulCode));
+  EXPECT_TRUE(sb.info().capabilities.contains(sandboxio::Capability::RichOutput));
+  const auto ctx = sb.create_context();
+  auto r = cell(sb, ctx, "rows = [1, 2, 3]\nprint('stored')");
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.stdout_bytes, "stored\n");
+  r = cell(sb, ctx,
+           "class Table:\n"
+           "    def _repr_html_(self): return '<table><tr><td>%d</td></tr></table>' % sum(rows)\n"
+           "    def __repr__(self): return 'Table(6)'\n"
+           "Table()");
+  ASSERT_TRUE(r.ok()) << r.stderr_bytes;
+  const std::vector<sandboxio::RichOutput> want = {
+      {"text/plain", "Table(6)"}, {"text/html", "<table><tr><td>6</td></tr></table>"}};
+  EXPECT_EQ(r.results, want);
+
+  r = cell(sb, ctx, "{}['missing']");
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.error->name, "KeyError");
+  EXPECT_EQ(r.error->value, "'missing'");
+  EXPECT_NE(r.error->traceback.find("KeyError: 'missing'"), std::string::npos);
+  EXPECT_NE(r.stderr_bytes.find("KeyError"), std::string::npos) << "stderr shows the traceback";
+  EXPECT_FALSE(r.context_restarted);
+
+  // A cell that times out is interrupted: what it started dies, the context lives on.
+  r = cell(sb, ctx,
+           "import subprocess, time\n"
+           "subprocess.Popen(['sh', '-c', 'setsid sleep 4201 & env -i sleep 4202'])\n"
+           "time.sleep(600)",
+           1s);
+  EXPECT_EQ(r.termination, sandboxio::Termination::Timeout);
+  EXPECT_FALSE(r.error) << "the interrupt is the timeout's, not an error of the code";
+  EXPECT_FALSE(r.context_restarted);
+  EXPECT_EQ(cell(sb, ctx, "print(len(rows))").stdout_bytes, "3\n");
+  EXPECT_EQ(sh(sb, "pgrep -f 'sleep 420[12]' || echo none"), "none\n");
+
+  // A cell that cannot be interrupted gets its context restarted, and the result says so.
+  r = cell(sb, ctx,
+           "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(600)",
+           1s);
+  EXPECT_EQ(r.termination, sandboxio::Termination::Timeout);
+  EXPECT_TRUE(r.context_restarted);
+  r = cell(sb, ctx, "print('rows' in dir())");
+  EXPECT_EQ(r.stdout_bytes, "False\n");
+
+  // run_code without a context runs in a fresh one and also returns values.
+  r = sb.run_code("6 * 7");
+  ASSERT_FALSE(r.results.empty());
+  EXPECT_EQ(r.results[0], (sandboxio::RichOutput{"text/plain", "42"}));
+  try {
+    (void)cell(sb, sandboxio::CodeContext{"ctx-999", "python"}, "1");
+    ADD_FAILURE() << "a context that does not exist ran code";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::CodeContextNotFound) << e.what();
+  }
+}
+
+TEST(DockerAgent, ContextsAreDeclaredOnlyWhereTheyCanRun) {
+  SBX_REQUIRE_ENGINE();
+  auto busybox =
+      sandboxio::sync::Sandbox::create(std::string("docker://") + kBusyboxImage + "?agent=on");
+  EXPECT_FALSE(busybox.capabilities().contains(sandboxio::Capability::StatefulCode))
+      << "an image without python3 declared code contexts";
+  auto off = sandboxio::sync::Sandbox::create(kDsn + "?agent=off");
+  EXPECT_FALSE(off.capabilities().contains(sandboxio::Capability::StatefulCode));
+  for (auto* sb : {&busybox, &off}) {
+    try {
+      (void)sb->create_context();
+      ADD_FAILURE() << "create_context() without the capability";
+    } catch (const sandboxio::Error& e) {
+      EXPECT_EQ(e.code(), sandboxio::errc::CapabilityNotSupported) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -107,10 +107,13 @@ void DockerMachine::agent_lost(Problem problem, Instant now) {
   }
   auto calls = std::move(calls_);
   calls_.clear();
+  contexts_.clear();
   for (auto& [channel, call] : calls) {
     Op* op = find_op(call.op);
-    if (!op) continue;
-    if (call.kind == AgentCall::Kind::Command && op->forced) {
+    if (!op || call.kind == AgentCall::Kind::Ignore) continue;
+    if (call.kind == AgentCall::Kind::Context && op->kind == OpState::Kind::Code) continue;
+    const bool runs = call.kind == AgentCall::Kind::Command || call.kind == AgentCall::Kind::Code;
+    if (runs && op->forced) {
       ExecResult r;
       r.duration = now - op->exec_started;
       op->output.fill(r);
@@ -120,7 +123,7 @@ void DockerMachine::agent_lost(Problem problem, Instant now) {
       } else {
         complete(call.op, std::move(r), now);
       }
-    } else if (call.kind == AgentCall::Kind::Command && gone_) {
+    } else if (runs && gone_) {
       ExecResult r;
       r.duration = now - op->exec_started;
       op->output.fill(r);
@@ -162,11 +165,17 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
   auto it = calls_.find(f.channel);
   if (it == calls_.end()) return;  // a call that ended (cancelled): its last frames
   AgentCall& call = it->second;
+  if (call.kind == AgentCall::Kind::Ignore) {
+    if (f.type == Type::Done || f.type == Type::Failure) calls_.erase(it);
+    return;
+  }
   Op* op = find_op(call.op);
   if (!op) {
     calls_.erase(it);
     return;
   }
+  if (call.kind == AgentCall::Kind::Context) return context_frame(f.channel, call, f, now);
+  if (call.kind == AgentCall::Kind::Code) return code_frame(f.channel, call, f, now);
   const OpId id = call.op;
   auto malformed = [&](const Problem& p) {
     calls_.erase(f.channel);
@@ -260,6 +269,9 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
       }
       break;
     case AgentCall::Kind::Command:
+    case AgentCall::Kind::Context:
+    case AgentCall::Kind::Code:
+    case AgentCall::Kind::Ignore:
       break;
   }
   malformed(agent_problem("an unexpected " + std::string(to_string(f.type)) + " for " + call.path));

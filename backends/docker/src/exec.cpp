@@ -1,4 +1,5 @@
-// docker:// commands (run, stream, run_code) and the internal execs file operations use.
+// docker:// commands (run, stream, and run_code without the agent's python3) and the internal
+// execs file operations use.
 // States of one exec (Exec, keyed by its own number):
 //   waiting (a kill is in flight: deferred_) -> POST /containers/{id}/exec (created)
 //   -> POST /exec/{eid}/start, upgraded to the stream (started: stdin sent, then half-closed)
@@ -23,40 +24,12 @@ OpId DockerMachine::submit_stream(Command command, Instant now) {
   return start_user_exec(Operation::Stream, std::move(command), true, now);
 }
 
-OpId DockerMachine::submit_run_code(CodeRequest request, Instant now) {
-  if (request.context) {
-    const OpId id = open(Operation::RunCode, now, request.code);
-    if (!alive(id)) return id;
-    return fail(id, unsupported(Capability::StatefulCode, "run_code() in a context"), now);
-  }
-  if (request.language != "python") {
-    const OpId id = open(Operation::RunCode, now, request.code);
-    if (!alive(id)) return id;
-    return fail(
-        id,
-        Problem{errc::CapabilityNotSupported,
-                "docker:// runs python code (python3 in the image), not " + request.language,
-                {}},
-        now);
-  }
-  Command c;
-  c.argv = {"python3", "-c", request.code};
-  c.env = std::move(request.env);
-  c.timeout = request.timeout;
-  return start_user_exec(Operation::RunCode, std::move(c), false, now);
-}
-
-OpId DockerMachine::submit_create_context(std::string, Instant now) {
-  const OpId id = open(Operation::CreateContext, now);
-  if (!alive(id)) return id;
-  return fail(id, unsupported(Capability::StatefulCode, "create_context()"), now);
-}
-
 Problem DockerMachine::unsupported(Capability c, const std::string& what) {
   return Problem{errc::CapabilityNotSupported,
                  what + " needs the " + std::string(to_string(c)) +
                      " capability, which docker:// does not declare",
-                 "docker:// runs code statelessly with python3 -c; use e2b:// for contexts."};
+                 "Code contexts need the agent and python3 in the image: docker://IMAGE?agent=on "
+                 "(or e2b://)."};
 }
 
 OpId DockerMachine::start_user_exec(Operation operation, Command command, bool streaming,

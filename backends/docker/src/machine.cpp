@@ -94,6 +94,8 @@ void DockerMachine::handle_timeout(Instant now) {
                        format_duration(std::chrono::duration_cast<nanoseconds>(op->create_timeout)),
                    {}},
            now);  // the continuation that comes back removes what was made
+    } else if (op->kind == OpState::Kind::Code) {
+      code_stop(id, Termination::Timeout, now);
     } else if (op->kind == OpState::Kind::Exec) {
       if (op->channel != 0) {
         agent_kill(id, Termination::Timeout, now);
@@ -156,13 +158,19 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
   Op* op = find_op(id);
   if (!op || op->cancelled) return;
   op->cancelled = true;
-  if (op->kind == OpState::Kind::Exec && op->channel != 0) {
+  if (op->kind == OpState::Kind::Code) {
+    code_stop(id, Termination::Cancelled, now);
+  } else if (op->kind == OpState::Kind::Exec && op->channel != 0) {
     agent_kill(id, Termination::Cancelled, now);
   } else if (op->kind == OpState::Kind::Exec) {
     kill_tree(id, Termination::Cancelled, now);
   } else if (op->channel != 0) {
-    // A file transfer through the agent: forget it (the agent finishes or drops it).
+    // A file transfer through the agent: forget it (the agent finishes or drops it). A code
+    // context being started is ended (the agent takes the two in order).
+    auto call = calls_.find(op->channel);
+    const bool context = call != calls_.end() && call->second.kind == AgentCall::Kind::Context;
     calls_.erase(op->channel);
+    if (context) end_context(op->channel);
     cancelled(id, now);
   } else if (op->kind == OpState::Kind::Create && id == agent_create_) {
     drop_lease();  // waiting for the agent's Welcome: the container ends with its lease

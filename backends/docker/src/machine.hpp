@@ -4,6 +4,8 @@
 //   machine.cpp  inputs, deadlines, cancel, info and kill
 //   create.cpp   create and connect: container, image pull, owner lease, start, removal
 //   exec.cpp     commands: exec create, start (upgraded stream), inspect, kill by token
+//   agent.cpp    commands and files through sandboxio-agent (?agent=on)
+//   contexts.cpp run_code and code contexts through the agent's python3 bootstrap
 //   files.cpp    files through the archive API (or an exec under tmpfs, /dev, /proc, /sys)
 //   managed.cpp  listing and removing managed containers (reaping)
 //   engine_api.cpp  pure request builders and reply parsers
@@ -38,6 +40,9 @@ inline constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
 inline constexpr nanoseconds kKillBackstop = 3s;
 inline constexpr nanoseconds kReinspectEvery = 20ms;
 inline constexpr std::string_view kRuncError = "OCI runtime exec failed";
+// How long an interrupted cell (KeyboardInterrupt) may take to stop before its context is
+// restarted.
+inline constexpr nanoseconds kInterruptGrace = 2s;
 
 /// What an internal exec (file operations under tmpfs, removal, the killer) ends with.
 struct ExecDone {
@@ -82,20 +87,29 @@ inline constexpr std::string_view kAgentPath = "/.sandboxio/agent";
 
 /// One docker:// operation's own state, beside the core's.
 struct OpState {
-  enum class Kind : std::uint8_t { Control, Create, Exec } kind = Kind::Control;
+  enum class Kind : std::uint8_t { Control, Create, Exec, Code } kind = Kind::Control;
   std::uint32_t channel = 0;  // through the agent: its channel
   std::chrono::milliseconds create_timeout{};
   std::uint64_t exec = 0;  // Exec: the exec it runs
   std::optional<Termination> forced{};
   backend::OutputAccount output{};
   Instant exec_started{};
+  // Code: the context's channel, whether it is the call's own (ended after it), what the cell
+  // returned, and whether it was interrupted (a second deadline restarts the context).
+  std::uint32_t context = 0;
+  bool own_context = false;
+  std::vector<RichOutput> results{};
+  std::optional<CodeError> error{};
+  bool interrupted = false;
 };
 
 class DockerMachine final : public backend::HttpMachine<OpState> {
  public:
   explicit DockerMachine(Config config);
 
-  CapabilitySet capabilities() const noexcept override { return declared_capabilities(); }
+  /// What docker:// declares, and stateful code with rich output once the agent has found
+  /// python3 in the image.
+  CapabilitySet capabilities() const noexcept override;
 
   // ---- machine.cpp: inputs, deadlines, cancel, info, kill ----
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override;
@@ -196,7 +210,16 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
 
   // agent.cpp: commands and files through sandboxio-agent (Config::agent)
   struct AgentCall {
-    enum class Kind : std::uint8_t { Command, Read, Write, List, Remove } kind = Kind::Command;
+    enum class Kind : std::uint8_t {
+      Command,
+      Read,
+      Write,
+      List,
+      Remove,
+      Context,  // ContextStart: create_context() (or a run_code's own context)
+      Code,     // RunCode: a cell
+      Ignore,   // what comes on it is of no interest (ContextEnd's Done)
+    } kind = Kind::Command;
     OpId op = 0;
     std::string path{};
     Bytes data{};
@@ -222,6 +245,17 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   void agent_kill(OpId id, Termination why, Instant now);
   void agent_file(OpId id, AgentCall::Kind kind, agent::Type type, agent::PathRequest request,
                   Instant now);
+
+  // contexts.cpp
+  [[nodiscard]] bool agent_python() const {
+    return via_agent() && (welcome_.features & agent::kPython3) != 0;
+  }
+  void code_start(OpId id, CodeRequest request, Instant now);
+  void code_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
+  void context_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
+  void code_done(OpId id, std::uint32_t channel, const agent::CodeDone& done, Instant now);
+  void code_stop(OpId id, Termination why, Instant now);
+  void end_context(std::uint32_t channel);
 
   // exec.cpp
   static Problem unsupported(Capability c, const std::string& what);
@@ -268,6 +302,7 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   Bytes agent_stderr_{};
   std::map<std::uint32_t, AgentCall> calls_{};
   std::uint32_t next_channel_ = 0;
+  std::map<std::string, std::uint32_t> contexts_{};  // create_context()'s ids -> their channels
 };
 
 }  // namespace sandboxio::docker::detail

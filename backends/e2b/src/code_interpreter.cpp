@@ -118,12 +118,13 @@ std::optional<Problem> E2bMachine::on_code_line(OpId id, const std::string& line
   } else if (type == "result") {
     add_results(op, v);
   } else if (type == "error") {
-    op.code_error = true;
-    std::string tb(v.string_at("traceback").value_or(""));
-    if (tb.empty())
-      tb = std::string(v.string_at("name").value_or("Error")) + ": " +
-           std::string(v.string_at("value").value_or("")) + "\n";
-    op.output.err += tb;
+    CodeError e;
+    e.name = std::string(v.string_at("name").value_or("Error"));
+    e.value = std::string(v.string_at("value").value_or(""));
+    e.traceback = std::string(v.string_at("traceback").value_or(""));
+    if (e.traceback.empty()) e.traceback = e.name + ": " + e.value + "\n";
+    op.output.err += e.traceback;
+    op.code_error = std::move(e);
   }
   return std::nullopt;
 }
@@ -204,6 +205,7 @@ void E2bMachine::finish_code(OpId id, Instant now, bool wait_for_context) {
     r.termination = *op.forced;
   } else {
     r.exit_code = op.code_error ? 1 : 0;
+    r.error = std::move(op.code_error);
     r.stdout_bytes = std::move(op.output.out);
     r.stderr_bytes = std::move(op.output.err);
     r.results = std::move(op.results);

@@ -81,7 +81,7 @@ struct OpState {
   std::string context{};
   bool ephemeral_context = false;
   bool stopping = false;
-  bool code_error = false;
+  std::optional<CodeError> code_error{};  // the exception the cell raised
   std::vector<RichOutput> results{};
   // list_managed
   std::vector<ManagedSandbox> listed{};

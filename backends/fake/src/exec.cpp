@@ -242,6 +242,7 @@ void FakeMachine::finish_exec(OpId id, Instant now, Termination why) {
       r.signal = op.outcome.signal;
     }
     r.exit_code = op.outcome.exit_code;
+    r.error = op.outcome.code_error;
   } else if (why == Termination::Timeout || why == Termination::Cancelled) {
     r.exit_code = 137;  // what the sandbox reports for the SIGKILL sandboxio sent
     r.signal = 9;

@@ -280,10 +280,12 @@ Outcome run_python(ShellEnv& env, const std::string& code, std::optional<std::st
     out.steps.push_back(Step{clock, s, data});
   };
   auto raise = [&](const std::string& type, const std::string& message) {
-    emit(StreamKind::Stderr,
-         "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n" + type +
-             ": " + message + "\n");
+    const std::string traceback =
+        "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n" + type +
+        ": " + message + "\n";
+    emit(StreamKind::Stderr, traceback);
     out.exit_code = 1;
+    out.code_error = CodeError{type, message, traceback};
   };
   std::vector<std::string> lines;
   std::size_t start = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sandboxio/exec_result.hpp"
 #include "sandboxio/network_policy.hpp"
 #include "sandboxio/output.hpp"
 
@@ -60,6 +61,7 @@ struct Outcome {
   std::optional<int> signal{};
   std::vector<Background> background{};
   std::vector<std::string> network_attempts{};
+  std::optional<CodeError> code_error{};  // run_python: the exception it raised
 };
 
 struct ShellEnv {

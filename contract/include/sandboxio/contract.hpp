@@ -115,6 +115,9 @@ struct Target {
   std::string slow_teardown_dsn{};
   /// False for an image without python3 (busybox): run_code's stateless case is skipped there.
   bool has_python = true;
+  /// False where run_code's python is not CPython (fake:// interprets a subset): the rows
+  /// that define classes with _repr_*_ methods are skipped there.
+  bool full_python = true;
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
   std::function<std::vector<std::string>()> live_sandboxes{};
 };

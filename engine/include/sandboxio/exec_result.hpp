@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +47,15 @@ enum class Termination : std::uint8_t {
   return "unknown";
 }
 
+/// An exception that code raised in run_code, as the interpreter named and described it.
+struct CodeError {
+  std::string name{};       // "ValueError"
+  std::string value{};      // "boom"
+  std::string traceback{};  // as Python prints it, ending with "ValueError: boom"
+
+  friend bool operator==(const CodeError&, const CodeError&) = default;
+};
+
 struct ExecResult {
   std::optional<int> exit_code{};
   Bytes stdout_bytes{};  // empty when streamed
@@ -58,6 +68,12 @@ struct ExecResult {
   bool streamed = false;
   /// Rich values from run_code, in the order the code produced them.
   std::vector<RichOutput> results{};
+  /// run_code: the exception the code raised, when it raised one (exit_code is then 1 and the
+  /// traceback is in stderr_bytes too, as a terminal would show it).
+  std::optional<CodeError> error{};
+  /// run_code in a context: the context was restarted during or before this call (it could
+  /// not be interrupted, or its interpreter ended), so the variables of earlier calls are gone.
+  bool context_restarted = false;
 
   /// Exited by itself with status 0.
   [[nodiscard]] bool ok() const noexcept {
