@@ -8,6 +8,8 @@
 //
 //   latency       run({"true"}) on a running sandbox
 //   first_output  from nothing to the first output of a command: create, start, exec
+//   code          run_code("1+1"): in a warm context through the agent, in a fresh one of its
+//                 own, and as `python3 -c` (the exec path, the docker CLI)
 //   stdout        N MiB of stdout read to the end (1 GiB by default)
 //   file          an M MiB file written, then read back (256 MiB by default)
 //   concurrent    K sandboxes each created, running a command and removed, all at once: from
@@ -414,6 +416,29 @@ int main(int argc, char** argv) {
     samples["first_output_ms"]["raw socket"].push_back(raw_first_output(o.image));
     if (auto ms = node_ms(R"({"op":"first_output","image":")" + o.image + "\"}"))
       samples["first_output_ms"]["dockerode"].push_back(*ms);
+  }
+
+  std::cerr << "code: " << o.rounds << " rounds\n";
+  if (want("code")) {
+    const auto ctx = sba.create_context();
+    sandboxio::CodeRequest warm;
+    warm.code = "1+1";
+    warm.context = ctx.id;
+    (void)sba.run_code(warm);
+    for (int r = 0; r < o.rounds; ++r) {
+      auto t = Clock::now();
+      if (sba.run_code(warm).results.empty()) std::cerr << "sandboxio agent: no value\n";
+      samples["code_ms"]["sandboxio agent, warm context"].push_back(ms_since(t));
+      t = Clock::now();
+      (void)sba.run_code("1+1");
+      samples["code_ms"]["sandboxio agent, fresh context"].push_back(ms_since(t));
+      t = Clock::now();
+      (void)sb.run_code("1+1");
+      samples["code_ms"]["sandboxio, python3 -c"].push_back(ms_since(t));
+      t = Clock::now();
+      (void)run_shell("docker exec " + id + " python3 -c 1+1");
+      samples["code_ms"]["docker CLI, python3 -c"].push_back(ms_since(t));
+    }
   }
 
   std::cerr << "stdout: " << o.runs << " runs of " << o.mib << " MiB\n";

@@ -260,7 +260,18 @@ plot {", ".join(plots)}
                 ["nothing to first output vs raw create, start and exec",
                  fmt(of(first, "raw socket"), 3), verdict(of(first, "raw socket"), 1.0, False)],
             ]
+            code = {k: median(v) for k, v in s.get("code_ms", {}).items()}
+            warm = code.get("sandboxio agent, warm context")
+            if warm is not None:
+                arows.append(["`run_code(\"1+1\")` on a warm context, median ms", fmt(warm, 2),
+                              verdict(warm, 10.0, False)])
             self.table(["comparison (agent / peer)", "value", "verdict"], arows)
+            if code:
+                self.w("`run_code(\"1+1\")`, median ms: in a context the agent keeps warm, in a "
+                       "fresh context of its own (python3 starts), and as `python3 -c` through "
+                       "the daemon's exec.")
+                self.w()
+                self.table(["path", "median ms"], [[k, fmt(v, 2)] for k, v in code.items()])
             self.w("Where the agent path spends more than the exec path: every byte of output "
                    "is copied once more (the command's pipe, the agent, the container's stdout "
                    "FIFO, dockerd, the attach stream), one more process on the same cores; and "
