@@ -77,6 +77,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   asio::any_io_executor ex;
   ServerOptions options;
   std::optional<async::Sandbox> sandbox;
+  std::optional<std::string> code_context;  // run_code's, where the sandbox keeps state
   bool creating = false;
   std::error_code create_error;
   std::deque<std::function<void(std::error_code)>> waiting;
@@ -346,7 +347,10 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         if (!code) return bad("run_code needs code");
         const auto lang = args->string_at("language").value_or("python");
         if (lang != "python") return bad("run_code runs python only");
-        c.argv = {"python3", "-c", std::string(*code)};
+        CodeRequest r;
+        r.code = std::string(*code);
+        r.timeout = c.timeout;
+        return run_code(call, std::move(r));
       } else if (auto cmd = args->string_at("command")) {
         c.argv = {"sh", "-c", std::string(*cmd)};
       } else if (const json::Value* argv = args->find("argv"); argv && argv->is_array()) {
@@ -500,6 +504,40 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     });
   }
 
+  // run_code: in the session's code context where the sandbox keeps state (one context for
+  // the whole MCP session, made on first use), else in a fresh interpreter each call.
+  void run_code(const std::shared_ptr<Call>& call, CodeRequest r) {
+    call->cancel = std::make_shared<asio::cancellation_signal>();
+    running[call->id] = call->cancel;
+    with(call, [self = shared_from_this(), call, r = std::move(r)]() mutable {
+      if (!self->running.count(call->id)) return;  // cancelled while the sandbox was made
+      auto run = [self, call](CodeRequest req) {
+        auto done = [self, call](std::error_code ec, ExecResult result) {
+          self->running.erase(call->id);
+          if (ec == asio::error::operation_aborted) return call->reply.end(200);  // cancelled
+          if (ec) return self->tool_error(call, ec);
+          self->exec_result(call, result);
+        };
+        if (self->code_context) req.context = *self->code_context;
+        self->sandbox->async_run_code(std::move(req),
+                                      asio::bind_cancellation_slot(call->cancel->slot(), done));
+      };
+      if (self->code_context || !self->sandbox->capabilities().contains(Capability::StatefulCode)) {
+        return run(std::move(r));
+      }
+      self->sandbox->async_create_context(
+          "python",
+          [self, call, run, r = std::move(r)](std::error_code ec, CodeContext ctx) mutable {
+            if (ec) {
+              self->running.erase(call->id);
+              return self->tool_error(call, ec);
+            }
+            if (!self->code_context) self->code_context = ctx.id;
+            run(std::move(r));
+          });
+    });
+  }
+
   void pump(const std::shared_ptr<Call>& call, const std::shared_ptr<async::Process>& proc,
             const std::shared_ptr<ExecResult>& out, const std::shared_ptr<std::uint64_t>& count,
             std::function<void(std::error_code, ExecResult)> done) {
@@ -551,22 +589,56 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     s.key("duration_ms")
         .value(static_cast<std::int64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count()));
+    // run_code: the values it returned, the exception it raised, a context that lost its state.
+    std::vector<std::string> images;  // MCP image content: what a model can look at
+    std::string values;
+    if (!r.results.empty()) {
+      s.key("results").begin_array();
+      for (const auto& v : r.results) {
+        bool clipped = false;
+        const std::string data = clip(v.data, clipped);
+        cut = cut || clipped;
+        s.begin_object().key("mime_type").value(v.mime_type).key("data").value(data).end_object();
+        if (v.mime_type == "text/plain") values += data + "\n";
+        if ((v.mime_type == "image/png" || v.mime_type == "image/jpeg") && !clipped) {
+          JsonWriter img;
+          img.begin_object().key("type").value("image").key("data").value(v.data);
+          img.key("mimeType").value(v.mime_type).end_object();
+          images.push_back(std::move(img).str());
+        }
+      }
+      s.end_array();
+    }
+    if (r.error) {
+      s.key("error").begin_object().key("name").value(r.error->name);
+      s.key("value").value(r.error->value).key("traceback").value(r.error->traceback).end_object();
+    }
+    if (r.context_restarted) s.key("context_restarted").value(true);
     s.key("truncated").value(cut).end_object();
     std::string text = std::string(to_string(r.termination));
     if (r.exit_code) text += ", exit code " + std::to_string(*r.exit_code);
+    if (r.error) text += ", " + r.error->name + ": " + r.error->value;
+    if (r.context_restarted)
+      text += "\n(the code context was restarted: variables from earlier calls are gone)";
     text += "\n--- stdout ---\n" + out + "\n--- stderr ---\n" + err;
+    if (!values.empty()) text += "\n--- value ---\n" + values;
     if (cut) text += "\n(output cut at " + std::to_string(options.max_output_bytes) + " bytes)";
-    tool_result(call, text, std::move(s).str());
+    answer(call, text, false, std::move(s).str(), images);
   }
 
   // A CallToolResult: the text for the model, the same facts as structured content.
   static void answer(const std::shared_ptr<Call>& call, const std::string& text, bool is_error,
-                     const std::string& structured) {
+                     const std::string& structured, const std::vector<std::string>& more = {}) {
     JsonWriter w;
     w.begin_object().key("content").begin_array().begin_object().key("type").value("text");
     w.key("text").value(text).end_object().end_array().key("isError").value(is_error);
     w.end_object();
     std::string result = std::move(w).str();
+    // Further content items (images) after the text, already written as JSON objects.
+    std::string items;
+    for (const auto& m : more)
+      items += "," + m;
+    if (!items.empty()) result.insert(result.find("],\"isError\""), items);
     result.insert(result.size() - 1, R"(,"structuredContent":)" + structured);
     finish(call, std::move(result));
   }

@@ -33,6 +33,24 @@ const listed = await client.callTool({ name: 'list_files', arguments: { path: '/
 check(listed.structuredContent?.entries?.some((e) => e.name === 'hello.txt'), 'list_files shows the file');
 const info = await client.callTool({ name: 'sandbox_info', arguments: {} });
 check(info.structuredContent?.network === 'deny-all' && typeof info.structuredContent?.tier === 'string', 'sandbox_info: deny-all network, a tier');
+// Where the sandbox keeps state (docker://IMAGE?agent=on with python3, e2b://), run_code calls
+// share one namespace for the session, return values and say what an exception was.
+if (info.structuredContent?.capabilities?.includes('stateful_code')) {
+  await client.callTool({ name: 'run_code', arguments: { code: 'x = 6' } });
+  const value = await client.callTool({ name: 'run_code', arguments: { code: 'x * 7' } });
+  check(value.structuredContent?.results?.[0]?.mime_type === 'text/plain' &&
+        value.structuredContent?.results?.[0]?.data === '42' && value.content?.[0]?.text?.includes('--- value ---\n42'),
+        'run_code: a variable survives between calls and the last value comes back');
+  const raised = await client.callTool({ name: 'run_code', arguments: { code: 'x / 0' } });
+  check(!raised.isError && raised.structuredContent?.exit_code === 1 &&
+        raised.structuredContent?.error?.name === 'ZeroDivisionError' &&
+        raised.structuredContent?.error?.traceback?.includes('ZeroDivisionError'),
+        'run_code: an exception comes back with its name and traceback');
+  const png = await client.callTool({ name: 'run_code', arguments: {
+    code: "class P:\n    def _repr_png_(self): return b'\\x89PNG'\nP()" } });
+  check(png.content?.some((c) => c.type === 'image' && c.mimeType === 'image/png' && c.data === 'iVBORw=='),
+        'run_code: an image value is image content the model can see');
+}
 const missing = await client.callTool({ name: 'read_file', arguments: { path: '/tmp/sbx-no-such-file' } });
 check(missing.isError === true && missing.content?.[0]?.text?.startsWith('SBX_E1701'), 'a failing call is isError with its SBX code');
 
