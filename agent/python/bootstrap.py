@@ -1,5 +1,6 @@
 # The code-context bootstrap that sandboxio-agent carries (compiled into it as a resource) and
-# runs as `python3 -u -c BOOTSTRAP` for each code context: one process, one namespace.
+# runs in one python3 per code context (one process, one namespace). python3 starts as
+# `python3 -u -c STUB`; the stub reads these bytes from fd 3 and runs them as "<sandboxio>".
 #
 # It needs nothing beyond python3-minimal (no json, no IPython). The agent talks to it over two
 # pipes it sets up before exec, so the cell's own stdin, stdout and stderr stay the process's:
@@ -202,8 +203,8 @@ cells = 0
 
 def user_traceback(e):
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-        tb = tb.tb_next  # the bootstrap's own frames
+    while tb is not None and tb.tb_frame.f_code.co_filename in ("<string>", "<sandboxio>"):
+        tb = tb.tb_next  # the stub's and the bootstrap's own frames
     return "".join(traceback.format_exception(type(e), e, tb))
 
 

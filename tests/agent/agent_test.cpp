@@ -599,6 +599,8 @@ TEST_P(AgentTest, ACodeContextKeepsItsNamespaceAndReportsValuesAndExceptions) {
   EXPECT_NE(e.traceback.find("raise ValueError('boom')"), std::string::npos) << e.traceback;
   EXPECT_NE(e.traceback.find("ValueError: boom"), std::string::npos) << e.traceback;
   EXPECT_EQ(e.traceback.find("<string>"), std::string::npos) << "the bootstrap's own frames";
+  EXPECT_EQ(e.traceback.find("<sandboxio>"), std::string::npos) << "the bootstrap's own frames";
+  EXPECT_EQ(processes(c, "mime_bundl[e]"), "") << "the bootstrap's text is on a command line";
   EXPECT_EQ(r.done->how, agent::CodeDone::How::Finished);
 
   r = c->code(6, 1, "print(x)");
