@@ -169,12 +169,13 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
     if (f.type == Type::Done || f.type == Type::Failure) calls_.erase(it);
     return;
   }
+  // A context whose create_context() went away is ended once it has started.
+  if (call.kind == AgentCall::Kind::Context) return context_frame(f.channel, call, f, now);
   Op* op = find_op(call.op);
   if (!op) {
     calls_.erase(it);
     return;
   }
-  if (call.kind == AgentCall::Kind::Context) return context_frame(f.channel, call, f, now);
   if (call.kind == AgentCall::Kind::Code) return code_frame(f.channel, call, f, now);
   const OpId id = call.op;
   auto malformed = [&](const Problem& p) {
