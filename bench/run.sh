@@ -65,3 +65,7 @@ E2B_API_KEY=e2b_local_test_key \
 
 python3 "$here/tools/bench_report.py" --engine "$out/engine.json" --docker "$out/docker.json" \
   --e2b "$out/e2b.json" --machine "$out/machine.txt" --out "$page" --charts "$charts"
+# docs/performance.md is part of llms-full.txt: keep it current (gate.llms_txt checks it).
+if [ "$page" = "$here/docs/performance.md" ]; then
+  python3 "$here/tools/gen_llms.py" --write >/dev/null
+fi
