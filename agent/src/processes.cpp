@@ -429,19 +429,27 @@ void Agent::kill_members(Proc& p, int signo, const std::set<pid_t>& spare) {
 
 void Agent::kill_everything(int signo) {
   // As PID 1, everything in the sandbox; anywhere else (tests on a host), only descendants.
-  const auto all = all_processes();
-  auto ours = [&](pid_t pid) {
-    if (self_ == 1) return true;
-    for (int depth = 0; depth < 4096 && pid > 1; ++depth) {
-      auto it = all.find(pid);
-      if (it == all.end()) return false;
-      if (it->second.ppid == self_) return true;
-      pid = it->second.ppid;
+  // A process forked between a scan and its parent's death is an orphan of ours by the next
+  // scan: repeat until a scan finds nobody alive (a few rounds, as for one tree).
+  for (int round = 0; round < 20; ++round) {
+    const auto all = all_processes();
+    auto ours = [&](pid_t pid) {
+      if (self_ == 1) return true;
+      for (int depth = 0; depth < 4096 && pid > 1; ++depth) {
+        auto it = all.find(pid);
+        if (it == all.end()) return false;
+        if (it->second.ppid == self_) return true;
+        pid = it->second.ppid;
+      }
+      return false;
+    };
+    bool any = false;
+    for (const auto& [pid, st] : all) {
+      if (pid != self_ && pid > 1 && st.state != 'Z' && ours(pid) && ::kill(pid, signo) == 0)
+        any = true;
     }
-    return false;
-  };
-  for (const auto& [pid, st] : all) {
-    if (pid != self_ && pid > 1 && st.state != 'Z' && ours(pid)) ::kill(pid, signo);
+    if (!any || signo != SIGKILL) break;
+    reap();
   }
 }
 
