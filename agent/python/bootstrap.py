@@ -4,7 +4,8 @@
 #
 # It needs nothing beyond python3-minimal (no json, no IPython). The agent talks to it over two
 # pipes it sets up before exec, so the cell's own stdin, stdout and stderr stay the process's:
-#   fd 3  requests from the agent:  [u32 length][str code][u32 count][str NAME=VALUE]...
+#   fd 3  requests from the agent:  [u32 length][RunCode payload: u32 context, str code,
+#         u32 count, str NAME=VALUE..., u32 window] (the context and window are the agent's)
 #   fd 4  events to the agent:      [u32 length][u8 kind][body]
 #           kind 1  a result:    [u32 count]([str mime][str data])...   (CodeEvent Result)
 #           kind 2  an error:    [str name][str value][str traceback]   (CodeEvent Error)
@@ -243,9 +244,9 @@ def run(code):
 while True:
     (length,) = struct.unpack(">I", read_exactly(4))
     request = read_exactly(length)
-    (size,) = struct.unpack(">I", request[:4])
-    code = request[4:4 + size].decode("utf-8", "replace")
-    at = 4 + size
+    (size,) = struct.unpack(">I", request[4:8])
+    code = request[8:8 + size].decode("utf-8", "replace")
+    at = 8 + size
     (count,) = struct.unpack(">I", request[at:at + 4])
     at += 4
     saved = {}

@@ -62,7 +62,7 @@ struct Transfer {  // a ReadFile or WriteFile in flight
 /// A cell of a code context: queued, or running when it is the first of its context.
 struct Cell {
   std::uint32_t channel = 0;
-  std::string request{};  // what the bootstrap reads: [str code][list env]
+  std::string request{};  // what the bootstrap reads: the RunCode payload
   std::uint64_t credit = 0;
   bool done = false;  // the bootstrap said the cell ended; its output is being drained
   std::uint64_t drain_out = 0, drain_err = 0;  // bytes the pipes held when it did
@@ -143,9 +143,8 @@ class Agent {
   void child_exited(pid_t pid, int status);
   void finish(Proc& p);
   void track_trees();
-  void kill_members(Proc& p, int signo, const std::set<pid_t>& spare);
   std::set<pid_t> tree_of(Proc& p);
-  void kill_tree(Proc& p, int signo);
+  void kill_tree(Proc& p, int signo, const std::set<pid_t>& spare = {});
   void kill_everything(int signo);
 
   // contexts.cpp

@@ -138,10 +138,7 @@ void Agent::run_code(std::uint32_t channel, const agent::RunCode& r) {
   Cell cell;
   cell.channel = channel;
   cell.credit = r.window;
-  put_str(cell.request, r.code);
-  put_u32(cell.request, static_cast<std::uint32_t>(r.env.size()));
-  for (const auto& var : r.env)
-    put_str(cell.request, var);
+  cell.request = r.encode();  // the bootstrap reads RunCode as the codec wrote it
   it->second.cells.push_back(std::move(cell));
   next_cell(it->second);
 }
@@ -200,7 +197,7 @@ bool Agent::signal_cell(std::uint32_t channel, const agent::Signal& s) {
         // What the cell started dies; python3 itself gets the signal (KeyboardInterrupt).
         std::set<pid_t> spare = cell->before;
         spare.insert(k.proc.pid);
-        kill_members(k.proc, SIGKILL, spare);
+        kill_tree(k.proc, SIGKILL, spare);
         ::kill(k.proc.pid, s.signo);
       }
       return true;

@@ -396,25 +396,10 @@ std::set<pid_t> Agent::tree_of(Proc& p) {
   return p.members;
 }
 
-void Agent::kill_tree(Proc& p, int signo) {
+void Agent::kill_tree(Proc& p, int signo, const std::set<pid_t>& spare) {
   // Stop the tree growing while it is being killed: repeat until a scan finds nobody new
-  // (a fork bomb gets at most a few rounds).
-  for (int round = 0; round < 20; ++round) {
-    const std::set<pid_t> members = tree_of(p);
-    bool any = false;
-    for (pid_t pid : members) {
-      if (pid <= 1 || pid == self_) continue;
-      if (::kill(pid, signo) == 0) any = true;
-    }
-    if (p.pid > 0 && !p.status) ::kill(-p.pid, signo);  // its session's group, new members too
-    if (!any || signo != SIGKILL) break;
-    reap();
-  }
-}
-
-void Agent::kill_members(Proc& p, int signo, const std::set<pid_t>& spare) {
-  // As kill_tree, but some members are spared (an interrupted cell's python3, and what the
-  // context's earlier cells left running).
+  // (a fork bomb gets at most a few rounds). Members in `spare` are left alone (an interrupted
+  // cell's python3, and what the context's earlier cells left running).
   for (int round = 0; round < 20; ++round) {
     const std::set<pid_t> members = tree_of(p);
     bool any = false;
@@ -422,6 +407,8 @@ void Agent::kill_members(Proc& p, int signo, const std::set<pid_t>& spare) {
       if (pid <= 1 || pid == self_ || spare.contains(pid)) continue;
       if (::kill(pid, signo) == 0) any = true;
     }
+    // Its session's group, new members too (unless the main process, a member, is spared).
+    if (p.pid > 0 && !p.status && !spare.contains(p.pid)) ::kill(-p.pid, signo);
     if (!any || signo != SIGKILL) break;
     reap();
   }
