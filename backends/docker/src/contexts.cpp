@@ -199,11 +199,7 @@ void DockerMachine::code_frame(std::uint32_t channel, AgentCall& call, agent::Fr
       auto failure = agent::Failure::decode(f.payload);
       if (!failure) return malformed(failure.problem());
       if (failure.value().error == ENOENT) {
-        for (auto it = contexts_.begin(); it != contexts_.end(); ++it)
-          if (it->second == op.context) {
-            contexts_.erase(it);
-            break;
-          }
+        forget_context(op.context);
         return malformed(Problem{errc::CodeContextNotFound,
                                  "the code context is gone: " + failure.value().message,
                                  "create_context() makes a new one."});
@@ -226,11 +222,7 @@ void DockerMachine::code_done(OpId id, std::uint32_t channel, const agent::CodeD
   if (op.own_context) end_context(op.context);
   using How = agent::CodeDone::How;
   if (done.how == How::Lost) {
-    for (auto it = contexts_.begin(); it != contexts_.end(); ++it)
-      if (it->second == op.context) {
-        contexts_.erase(it);
-        break;
-      }
+    forget_context(op.context);
     if (op.cancelled) return cancelled(id, now);
     return void(fail(id,
                      Problem{errc::CodeContextNotFound, "the code context is gone: " + done.message,
@@ -277,6 +269,10 @@ void DockerMachine::code_stop(OpId id, Termination why, Instant now) {
   }
   op->deadline.reset();
   agent_send(agent::Type::Signal, op->channel, agent::Signal{true, SIGKILL}.encode());
+}
+
+void DockerMachine::forget_context(std::uint32_t channel) {
+  std::erase_if(contexts_, [channel](const auto& kv) { return kv.second == channel; });
 }
 
 void DockerMachine::end_context(std::uint32_t channel) {

@@ -256,6 +256,8 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   void code_done(OpId id, std::uint32_t channel, const agent::CodeDone& done, Instant now);
   void code_stop(OpId id, Termination why, Instant now);
   void end_context(std::uint32_t channel);
+  /// The agent says a context is gone: its create_context() id no longer names it.
+  void forget_context(std::uint32_t channel);
 
   // exec.cpp
   static Problem unsupported(Capability c, const std::string& what);
