@@ -195,6 +195,16 @@ class Client {
       }
     }
   }
+  /// For code(): sends `signo` to the cell on `channel` once its stdout shows `marker`.
+  std::function<void(const std::string&)> signal_when(std::uint32_t channel, std::string marker,
+                                                      int signo) {
+    return [this, channel, marker = std::move(marker), signo,
+            sent = false](const std::string& out) mutable {
+      if (sent || out.find(marker) == std::string::npos) return;
+      sent = true;
+      send(Type::Signal, channel, agent::Signal{true, signo}.encode());
+    };
+  }
   /// Starts a code context on `channel`; the Failure when it cannot.
   std::optional<agent::Failure> context(std::uint32_t channel) {
     agent::ContextStart cs;
@@ -621,18 +631,12 @@ TEST_P(AgentTest, AnInterruptKillsWhatTheCellStartedAndKeepsTheContext) {
   ASSERT_FALSE(c->context(1));
   ASSERT_TRUE(
       c->code(2, 1, "import subprocess, time\nkept = subprocess.Popen(['sleep', '1021'])").done);
-  bool sent = false;
   auto r = c->code(3, 1,
                    "y = 5\n"
                    "subprocess.Popen(['sh', '-c', 'setsid sleep 1022 & env -i sleep 1023'])\n"
                    "print('ready', flush=True)\n"
                    "time.sleep(600)",
-                   [&](const std::string& out) {
-                     if (!sent && out.find("ready") != std::string::npos) {
-                       sent = true;
-                       c->send(Type::Signal, 3, agent::Signal{true, SIGINT}.encode());
-                     }
-                   });
+                   c->signal_when(3, "ready", SIGINT));
   ASSERT_TRUE(r.done);
   EXPECT_EQ(r.done->how, agent::CodeDone::How::Finished);
   ASSERT_EQ(r.events.size(), 1u);
@@ -648,18 +652,12 @@ TEST_P(AgentTest, ARestartOrADeathGivesAFreshContextAndSaysSo) {
   auto c = launch();
   ASSERT_FALSE(c->context(1));
   ASSERT_TRUE(c->code(2, 1, "z = 1").done);
-  bool sent = false;
   auto r = c->code(3, 1,
                    "import signal, time\n"
                    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                    "print('deaf', flush=True)\n"
                    "time.sleep(600)",
-                   [&](const std::string& out) {
-                     if (!sent && out.find("deaf") != std::string::npos) {
-                       sent = true;
-                       c->send(Type::Signal, 3, agent::Signal{true, SIGKILL}.encode());
-                     }
-                   });
+                   c->signal_when(3, "deaf", SIGKILL));
   ASSERT_TRUE(r.done);
   EXPECT_EQ(r.done->how, agent::CodeDone::How::Restarted);
   EXPECT_EQ(c->code(4, 1, "print('z' in dir())").out, "False\n");
