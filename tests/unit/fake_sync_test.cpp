@@ -71,6 +71,22 @@ TEST_F(FakeSync, PythonIntegersThatOverflowSaySo) {
   EXPECT_EQ(sb.run({"python3", "-c", "print(6 * 7 - 2)"}).stdout_bytes, "40\n");
 }
 
+TEST_F(FakeSync, PythonSleepTakesVirtualTimeAndRefusesNegativeLengths) {
+  // Found by fuzzing: a sleep of 10^14 seconds overflowed the virtual clock.
+  auto sb = create();
+  Command c;
+  c.argv = {"python3", "-c", "import time\ntime.sleep(79111111111104)\nprint('woke')"};
+  c.timeout = 2s;
+  const auto slept = sb.run(c);
+  EXPECT_EQ(slept.termination, Termination::Timeout);
+  EXPECT_EQ(slept.stdout_bytes, "");
+  const auto negative = sb.run({"python3", "-c", "import time\ntime.sleep(-1)"});
+  EXPECT_EQ(negative.exit_code, 1);
+  EXPECT_NE(negative.stderr_bytes.find("ValueError: sleep length must be non-negative"),
+            std::string::npos)
+      << negative.stderr_bytes;
+}
+
 TEST_F(FakeSync, StreamsAreKeptApartAndBinarySafe) {
   auto sb = create();
   const auto r = sh(sb, "echo o1; echo e1 >&2; echo o2; echo e2 1>&2; printf 'x\\0y'");

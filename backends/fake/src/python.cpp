@@ -2,6 +2,7 @@
 // assignments of numbers and strings, sys.exit, time.sleep, exceptions) and to recognise
 // network calls so that the NetworkPolicy is honoured. Anything else fails like Python would,
 // with a traceback on stderr and exit code 1; script richer behaviour with World::on_code().
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <variant>
@@ -347,8 +348,17 @@ Outcome run_python(ShellEnv& env, const std::string& code, std::optional<std::st
     if (line.rfind("time.sleep(", 0) == 0 && line.back() == ')') {
       Parser p(line.substr(11, line.size() - 12), vars);
       Value v = p.expression();
-      if (std::holds_alternative<std::int64_t>(v))
-        clock += std::chrono::seconds(std::get<std::int64_t>(v));
+      if (std::holds_alternative<std::int64_t>(v)) {
+        const std::int64_t seconds = std::get<std::int64_t>(v);
+        if (seconds < 0) {
+          raise("ValueError", "sleep length must be non-negative");
+          out.duration = clock;
+          return out;
+        }
+        // At most a day of virtual time per call, as the shell's sleep: far beyond any
+        // timeout, and no sum of them overflows the clock.
+        clock += std::chrono::seconds(std::min<std::int64_t>(seconds, 86400));
+      }
       continue;
     }
     for (const char* exit_call : {"sys.exit(", "exit(", "raise SystemExit("}) {
