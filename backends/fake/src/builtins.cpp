@@ -442,12 +442,14 @@ int Interp::run_python_c(const Call& call) {
   const Target& err = call.err;
   if (argv.size() >= 3 && argv[1] == "-c") {
     Outcome py = run_python(env_, argv[2]);
-    for (Step& s : py.steps) {
-      s.at += clock_;
+    // Each piece of output at its own time: a print after time.sleep() comes after the sleep.
+    const auto began = clock_;
+    for (const Step& s : py.steps) {
+      clock_ = began + s.at;
       write(s.stream == StreamKind::Stdout ? out.kind : err.kind, s.data,
             s.stream == StreamKind::Stdout ? out.path : err.path);
     }
-    clock_ += py.duration;
+    clock_ = began + py.duration;
     for (auto& a : py.network_attempts)
       out_.network_attempts.push_back(a);
     return py.exit_code;
