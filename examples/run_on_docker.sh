@@ -13,7 +13,13 @@ if ! { [ -S /var/run/docker.sock ] && docker info >/dev/null 2>&1; }; then
   exit 77
 fi
 if [ "$canary" = 0 ]; then exec "$@"; fi
-gateway=$(docker network inspect bridge --format '{{(index .IPAM.Config 0).Gateway}}')
+ipv4='^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$'
+gateway=$(docker network inspect bridge --format '{{(index .IPAM.Config 0).Gateway}}' 2>/dev/null || true)
+if ! [[ $gateway =~ $ipv4 ]]; then
+  # The engine's answer had no gateway (seen once in CI): the bridge's own address is the same.
+  gateway=$(ip -4 -o addr show docker0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n1)
+fi
+[[ $gateway =~ $ipv4 ]] || { echo "no IPv4 address for the Docker bridge's gateway (got '$gateway')" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'kill "$listener" 2>/dev/null || true; rm -rf "$dir"' EXIT
 python3 - "$gateway" "$dir" <<'PY' &
