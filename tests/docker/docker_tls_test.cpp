@@ -57,6 +57,10 @@ void use_docker_tls_env() {
 
 class DockerTlsContract : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {
  protected:
+  void TearDown() override {
+    ::unsetenv("DOCKER_TLS_VERIFY");
+    ::unsetenv("DOCKER_CERT_PATH");
+  }
   static const sandboxio::contract::Target& target(const std::string& via) {
     static const auto make = [](std::shared_ptr<sandboxio::contract::Transport> tr) {
       sandboxio::contract::Target t;
@@ -143,12 +147,12 @@ TEST_F(DockerTls, NoClientCertificateIsRefused) {
 // The owner lease on a remote engine: the holder speaks TLS to tcp://127.0.0.1:2376 and is
 // SIGKILLed; the kernel closes its connection, the engine closes the container's stdin, and
 // the container ends (through the agent too, which sees its stream end).
-TEST(DockerTlsLease, ASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+TEST_F(DockerTls, LeaseASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
   SBX_REQUIRE_TLS_ENGINE();
   sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn);
 }
 
-TEST(DockerTlsLease, ThroughTheAgentASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+TEST_F(DockerTls, LeaseThroughTheAgentASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
   SBX_REQUIRE_TLS_ENGINE();
   sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn + "&agent=on");
 }
