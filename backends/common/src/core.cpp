@@ -7,6 +7,13 @@
 
 namespace sandboxio::backend {
 
+void Outbox::push(Event e) {
+  events_.push_back(std::move(e));
+}
+void Outbox::push(Request r) {
+  requests_.push_back(std::move(r));
+}
+
 std::optional<Request> Outbox::poll_request() {
   if (requests_.empty()) return std::nullopt;
   Request r = std::move(requests_.front());

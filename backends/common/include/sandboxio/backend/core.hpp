@@ -30,8 +30,9 @@ namespace sandboxio::backend {
 /// The requests and events a machine has for its driver, in the order it made them.
 class Outbox {
  public:
-  void push(Event e) { events_.push_back(std::move(e)); }
-  void push(Request r) { requests_.push_back(std::move(r)); }
+  // Out of line: inlined, g++ 12 sees the variants' moves as maybe-uninitialized.
+  void push(Event e);
+  void push(Request r);
   [[nodiscard]] std::optional<Request> poll_request();
   [[nodiscard]] std::optional<Event> poll_event();
 
