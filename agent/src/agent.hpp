@@ -1,5 +1,6 @@
 // sandboxio-agent: the small static init that runs as PID 1 inside a sandbox and serves the
-// agent protocol (sandboxio/codec/agent.hpp) on its stdin and stdout. It starts processes,
+// agent protocol (sandboxio/codec/agent.hpp) on its stdin and stdout, and to bridge sessions
+// on a root-only Unix socket. It starts processes,
 // streams their output under the host's credit, kills whole process trees, moves files in
 // chunks, and ends the sandbox when its owner's stream closes or its lifetime runs out.
 // It never opens a network socket. One thread, one poll loop.
@@ -9,8 +10,10 @@
 //   files.cpp      ReadFile, WriteFile, ListDir, Stat, MakeDir, Remove
 //   contexts.cpp   code contexts: one python3 per context running the bootstrap it carries
 //   user.cpp       --user: the identity commands and files take, from the image's own files
+//   bridge.cpp     bridge sessions: the root-only socket, and --bridge, which relays to it
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -32,14 +35,44 @@ using agent::Frame;
 using agent::Type;
 
 inline constexpr std::string_view kAgentVersion = "sandboxio-agent 0.1.0";
+/// Where the agent listens for bridge sessions (`sandboxio-agent --bridge`): a directory only
+/// root may enter, on a tmpfs the host mounts there.
+inline constexpr std::string_view kSocketPath = "/.sandboxio/run/agent.sock";
+
+/// Processes, transfers and contexts are each a session's own: they are keyed by the session
+/// and the channel the session gave them, so two sessions may use the same channel numbers.
+using Key = std::uint64_t;
+[[nodiscard]] constexpr Key key_of(std::uint32_t session, std::uint32_t channel) {
+  return (Key{session} << 32) | channel;
+}
+[[nodiscard]] constexpr std::uint32_t session_of(Key key) {
+  return static_cast<std::uint32_t>(key >> 32);
+}
+[[nodiscard]] constexpr std::uint32_t channel_of(Key key) {
+  return static_cast<std::uint32_t>(key);
+}
 /// The host-bound queue stops taking output from pipes and files past this many bytes.
 inline constexpr std::size_t kOutboxHigh = std::size_t{4} << 20;
 /// After a command's main process exits, how long its pipes may stay open (held by a
 /// background child) before the agent stops reading them and reports the exit.
 inline constexpr std::chrono::milliseconds kDrainGrace{100};
 
+/// One peer speaking the protocol: the owner (session 0, on stdin and stdout: the container's
+/// attach stream) or a bridge (a connection on the agent's Unix socket).
+struct Session {
+  int in_fd = -1, out_fd = -1;  // the same socket for a bridge
+  bool hello = false;
+  bool input_open = true;
+  agent::FrameReader reader{};
+  std::string outbox{};
+  std::size_t outbox_sent = 0;
+  [[nodiscard]] std::size_t queued() const { return outbox.size() - outbox_sent; }
+  /// The host-bound queue is short enough to take more output.
+  [[nodiscard]] bool room() const { return queued() < kOutboxHigh; }
+};
+
 struct Proc {
-  std::uint32_t channel = 0;
+  Key channel = 0;
   pid_t pid = -1;
   int out_fd = -1, err_fd = -1, in_fd = -1;
   std::uint64_t credit = 0;
@@ -61,7 +94,7 @@ struct Transfer {  // a ReadFile or WriteFile in flight
 
 /// A cell of a code context: queued, or running when it is the first of its context.
 struct Cell {
-  std::uint32_t channel = 0;
+  Key channel = 0;
   std::string request{};  // what the bootstrap reads: the RunCode payload
   std::uint64_t credit = 0;
   bool done = false;  // the bootstrap said the cell ended; its output is being drained
@@ -102,7 +135,15 @@ struct Options {
   std::optional<std::chrono::seconds> lifetime{};
   bool outlive = false;  // keep running when the owner's stream closes (until the lifetime)
   std::optional<Identity> user{};  // --user: commands run as this user, never as root
+  int listen_fd = -1;  // bridge sessions are accepted here (root only), when there is one
 };
+
+/// Binds the bridge socket at `path` (its directory made root-only); -1 with `error` when it
+/// cannot. Called while the agent still has root's file identity.
+[[nodiscard]] int listen_for_bridges(const std::string& path, std::string& error);
+/// `sandboxio-agent --bridge`: relays stdin and stdout to the agent's socket at `path`, so that
+/// one `docker exec` becomes a session of the agent that is already PID 1.
+[[nodiscard]] int run_bridge(const std::string& path);
 
 class Agent {
  public:
@@ -112,9 +153,18 @@ class Agent {
 
  private:
   // main.cpp
-  void send(Type type, std::uint32_t channel, std::string_view payload = {});
+  /// Queues a frame for the session `channel` belongs to; nothing when that session ended.
+  void send(Type type, Key channel, std::string_view payload = {});
+  /// A line for every session.
   void log(const std::string& line);
-  void on_frame(Frame frame);
+  /// Whether the session `channel` belongs to may take more output (true once it is gone, so
+  /// that what its processes still write drains while they are killed).
+  [[nodiscard]] bool room(Key channel) const;
+  void on_frame(std::uint32_t session, Frame frame);
+  void accept_bridge();
+  /// The session ended: what it started (commands, transfers, contexts) ends with it.
+  void end_session(std::uint32_t session);
+  void pump_session(std::uint32_t session, const pollfd& in, const pollfd& out);
   void on_signal(int signo);
   void reap();
   void shutdown(const char* why);
@@ -132,12 +182,12 @@ class Agent {
     int out_fd = -1, err_fd = -1, in_fd = -1;
   };
   std::optional<Spawned> spawn(const Spawn& s, int& error, std::string& what);
-  [[nodiscard]] bool channel_in_use(std::uint32_t channel) const;
-  void start(std::uint32_t channel, const agent::Start& s);
-  void stdin_data(std::uint32_t channel, std::string data);
-  void stdin_close(std::uint32_t channel);
-  void signal(std::uint32_t channel, const agent::Signal& s);
-  void credit(std::uint32_t channel, std::uint32_t bytes);
+  [[nodiscard]] bool channel_in_use(Key channel) const;
+  void start(Key channel, const agent::Start& s);
+  void stdin_data(Key channel, std::string data);
+  void stdin_close(Key channel);
+  void signal(Key channel, const agent::Signal& s);
+  void credit(Key channel, std::uint32_t bytes);
   bool pump_output(Proc& p);
   void flush_stdin(Proc& p);
   void child_exited(pid_t pid, int status);
@@ -148,49 +198,47 @@ class Agent {
   void kill_everything(int signo);
 
   // contexts.cpp
-  void context_start(std::uint32_t channel, agent::ContextStart spec);
-  bool launch_kernel(std::uint32_t channel, Kernel& k, int& error, std::string& what);
-  void run_code(std::uint32_t channel, const agent::RunCode& r);
-  void context_end(std::uint32_t channel);
-  bool signal_cell(std::uint32_t channel, const agent::Signal& s);
-  bool credit_cell(std::uint32_t channel, std::uint32_t bytes);
+  void context_start(Key channel, agent::ContextStart spec);
+  bool launch_kernel(Key channel, Kernel& k, int& error, std::string& what);
+  void run_code(Key channel, const agent::RunCode& r);
+  void context_end(Key channel);
+  bool signal_cell(Key channel, const agent::Signal& s);
+  bool credit_cell(Key channel, std::uint32_t bytes);
   void service_kernels();
   void pump_kernel(Kernel& k);
   void read_events(Kernel& k);
   void next_cell(Kernel& k);
   void flush_requests(Kernel& k);
-  void kernel_exited(std::uint32_t channel, Kernel& k);
+  void kernel_exited(Key channel, Kernel& k);
   [[nodiscard]] bool cells_running() const;
 
   // files.cpp
-  void read_file(std::uint32_t channel, const agent::PathRequest& r);
-  void write_file(std::uint32_t channel, const agent::PathRequest& r);
-  void file_data(std::uint32_t channel, std::string data);
-  void file_end(std::uint32_t channel);
-  void list_dir(std::uint32_t channel, const agent::PathRequest& r);
-  void stat_path(std::uint32_t channel, const agent::PathRequest& r);
-  void make_dir(std::uint32_t channel, const agent::PathRequest& r);
-  void remove_path(std::uint32_t channel, const agent::PathRequest& r);
-  bool pump_read(std::uint32_t channel, Transfer& t);
-  void fail(std::uint32_t channel, int error, const std::string& message);
+  void read_file(Key channel, const agent::PathRequest& r);
+  void write_file(Key channel, const agent::PathRequest& r);
+  void file_data(Key channel, std::string data);
+  void file_end(Key channel);
+  void list_dir(Key channel, const agent::PathRequest& r);
+  void stat_path(Key channel, const agent::PathRequest& r);
+  void make_dir(Key channel, const agent::PathRequest& r);
+  void remove_path(Key channel, const agent::PathRequest& r);
+  bool pump_read(Key channel, Transfer& t);
+  void fail(Key channel, int error, const std::string& message);
 
   Options options_;
   Clock::time_point started_ = Clock::now();
   pid_t self_ = 0;
   int signal_fd_ = -1;
-  bool hello_ = false;
-  bool input_open_ = true;
+  std::map<std::uint32_t, Session> sessions_{};  // 0: the owner, while its stream is open
+  std::uint32_t next_session_ = 1;
+  bool owner_gone_ = false;
   bool ending_ = false;
   std::optional<Clock::time_point> ending_deadline_{};
-  std::string outbox_{};
-  std::size_t outbox_sent_ = 0;
-  agent::FrameReader reader_{};
-  std::map<std::uint32_t, Proc> procs_{};
-  std::map<std::uint32_t, Transfer> transfers_{};
-  std::map<pid_t, std::uint32_t> spawned_{};      // main pid -> channel
-  std::map<std::uint32_t, Kernel> kernels_{};     // by the context's channel
-  std::map<pid_t, std::uint32_t> kernel_pids_{};  // python3's pid -> its context's channel
-  std::string python_{};                          // python3's path, when the image has one
+  std::map<Key, Proc> procs_{};
+  std::map<Key, Transfer> transfers_{};
+  std::map<pid_t, Key> spawned_{};      // main pid -> channel
+  std::map<Key, Kernel> kernels_{};     // by the context's channel
+  std::map<pid_t, Key> kernel_pids_{};  // python3's pid -> its context's channel
+  std::string python_{};                // python3's path, when the image has one
   Clock::time_point next_scan_{};
 };
 

@@ -61,7 +61,7 @@ void close_fd(int& fd) {
 
 }  // namespace
 
-void Agent::context_start(std::uint32_t channel, agent::ContextStart spec) {
+void Agent::context_start(Key channel, agent::ContextStart spec) {
   if (channel_in_use(channel))
     return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
   if (python_.empty()) {
@@ -81,7 +81,7 @@ void Agent::context_start(std::uint32_t channel, agent::ContextStart spec) {
   send(Type::Started, channel, agent::Started{pid}.encode());
 }
 
-bool Agent::launch_kernel(std::uint32_t channel, Kernel& k, int& error, std::string& what) {
+bool Agent::launch_kernel(Key channel, Kernel& k, int& error, std::string& what) {
   int req[2] = {-1, -1}, evt[2] = {-1, -1};
   if (::pipe2(req, O_CLOEXEC) != 0 || ::pipe2(evt, O_CLOEXEC) != 0) {
     error = errno;
@@ -127,10 +127,10 @@ bool Agent::launch_kernel(std::uint32_t channel, Kernel& k, int& error, std::str
   return true;
 }
 
-void Agent::run_code(std::uint32_t channel, const agent::RunCode& r) {
+void Agent::run_code(Key channel, const agent::RunCode& r) {
   if (channel_in_use(channel))
     return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
-  auto it = kernels_.find(r.context);
+  auto it = kernels_.find(key_of(session_of(channel), r.context));  // the session's own
   if (it == kernels_.end() || it->second.closing) {
     return send(Type::Failure, channel,
                 agent::Failure{ENOENT, "no code context " + std::to_string(r.context)}.encode());
@@ -168,17 +168,18 @@ void Agent::flush_requests(Kernel& k) {
   }
 }
 
-void Agent::context_end(std::uint32_t channel) {
+void Agent::context_end(Key channel) {
   auto it = kernels_.find(channel);
   if (it == kernels_.end()) {
-    return send(Type::Failure, channel,
-                agent::Failure{ENOENT, "no code context " + std::to_string(channel)}.encode());
+    return send(
+        Type::Failure, channel,
+        agent::Failure{ENOENT, "no code context " + std::to_string(channel_of(channel))}.encode());
   }
   it->second.closing = true;
   if (!it->second.proc.status) kill_tree(it->second.proc, SIGKILL);
 }
 
-bool Agent::signal_cell(std::uint32_t channel, const agent::Signal& s) {
+bool Agent::signal_cell(Key channel, const agent::Signal& s) {
   for (auto& [id, k] : kernels_) {
     for (auto cell = k.cells.begin(); cell != k.cells.end(); ++cell) {
       if (cell->channel != channel) continue;
@@ -206,7 +207,7 @@ bool Agent::signal_cell(std::uint32_t channel, const agent::Signal& s) {
   return false;
 }
 
-bool Agent::credit_cell(std::uint32_t channel, std::uint32_t bytes) {
+bool Agent::credit_cell(Key channel, std::uint32_t bytes) {
   for (auto& [id, k] : kernels_)
     for (Cell& cell : k.cells)
       if (cell.channel == channel) {
@@ -223,10 +224,10 @@ bool Agent::cells_running() const {
 }
 
 void Agent::service_kernels() {
-  std::vector<std::uint32_t> channels;
+  std::vector<Key> channels;
   for (const auto& [channel, k] : kernels_)
     channels.push_back(channel);
-  for (std::uint32_t channel : channels) {
+  for (Key channel : channels) {
     auto it = kernels_.find(channel);
     if (it == kernels_.end()) continue;
     Kernel& k = it->second;
@@ -239,8 +240,7 @@ void Agent::service_kernels() {
 
 void Agent::read_events(Kernel& k) {
   char buf[16384];
-  while (k.evt_fd >= 0 && k.events.size() < agent::kMaxPayload + 4 &&
-         outbox_.size() - outbox_sent_ < kOutboxHigh) {
+  while (k.evt_fd >= 0 && k.events.size() < agent::kMaxPayload + 4 && room(k.proc.channel)) {
     const ssize_t n = ::read(k.evt_fd, buf, sizeof buf);
     if (n > 0) {
       k.events.append(buf, static_cast<std::size_t>(n));
@@ -286,7 +286,7 @@ void Agent::pump_kernel(Kernel& k) {
       if (drain) *drain = 0;
       continue;
     }
-    if (outbox_.size() - outbox_sent_ >= kOutboxHigh) continue;
+    if (!room(k.proc.channel)) continue;
     std::uint64_t want = sizeof buf;
     if (cell) {
       want = std::min(want, cell->credit);
@@ -318,7 +318,7 @@ void Agent::pump_kernel(Kernel& k) {
   }
 }
 
-void Agent::kernel_exited(std::uint32_t channel, Kernel& k) {
+void Agent::kernel_exited(Key channel, Kernel& k) {
   const int status = *k.proc.status;
   Cell* cell = k.sent && !k.cells.empty() ? &k.cells.front() : nullptr;
   // What python3 printed before it ended, as far as the cell's credit goes.
@@ -354,7 +354,7 @@ void Agent::kernel_exited(std::uint32_t channel, Kernel& k) {
     send(Type::CodeDone, cell->channel, done.encode());
     k.cells.pop_front();
   } else {
-    log("code context " + std::to_string(channel) + ": " + why + "; started again");
+    log("code context " + std::to_string(channel_of(channel)) + ": " + why + "; started again");
   }
   int error = 0;
   std::string what;

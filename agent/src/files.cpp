@@ -68,13 +68,13 @@ std::string parent_of(const std::string& path) {
 
 }  // namespace
 
-void Agent::fail(std::uint32_t channel, int error, const std::string& message) {
+void Agent::fail(Key channel, int error, const std::string& message) {
   send(Type::Failure, channel,
        agent::Failure{error, message + (error != 0 ? std::string(": ") + std::strerror(error) : "")}
            .encode());
 }
 
-void Agent::read_file(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::read_file(Key channel, const agent::PathRequest& r) {
   if (channel_in_use(channel)) return fail(channel, 0, "channel in use");
   const int fd = ::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fail(channel, errno, r.path);
@@ -92,7 +92,7 @@ void Agent::read_file(std::uint32_t channel, const agent::PathRequest& r) {
   transfers_.emplace(channel, std::move(t));
 }
 
-bool Agent::pump_read(std::uint32_t channel, Transfer& t) {
+bool Agent::pump_read(Key channel, Transfer& t) {
   if (t.fd < 0 || t.credit == 0) return false;
   char buf[agent::kChunk];
   const ssize_t n = ::read(t.fd, buf, std::min<std::uint64_t>(sizeof buf, t.credit));
@@ -113,7 +113,7 @@ bool Agent::pump_read(std::uint32_t channel, Transfer& t) {
   return false;
 }
 
-void Agent::write_file(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::write_file(Key channel, const agent::PathRequest& r) {
   if (channel_in_use(channel)) return fail(channel, 0, "channel in use");
   Transfer t;
   t.reading = false;
@@ -143,7 +143,7 @@ void Agent::write_file(std::uint32_t channel, const agent::PathRequest& r) {
   transfers_.emplace(channel, std::move(t));
 }
 
-void Agent::file_data(std::uint32_t channel, std::string data) {
+void Agent::file_data(Key channel, std::string data) {
   auto it = transfers_.find(channel);
   if (it == transfers_.end() || it->second.reading || it->second.failed) return;
   Transfer& t = it->second;
@@ -164,7 +164,7 @@ void Agent::file_data(std::uint32_t channel, std::string data) {
   t.size += data.size();
 }
 
-void Agent::file_end(std::uint32_t channel) {
+void Agent::file_end(Key channel) {
   auto it = transfers_.find(channel);
   if (it == transfers_.end() || it->second.reading) return;
   Transfer t = std::move(it->second);
@@ -183,7 +183,7 @@ void Agent::file_end(std::uint32_t channel) {
   send(Type::Done, channel, agent::Done{t.size}.encode());
 }
 
-void Agent::list_dir(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::list_dir(Key channel, const agent::PathRequest& r) {
   const int fd = ::open(r.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return fail(channel, errno, r.path);
   DIR* d = ::fdopendir(fd);
@@ -212,7 +212,7 @@ void Agent::list_dir(std::uint32_t channel, const agent::PathRequest& r) {
   send(Type::Done, channel, agent::Done{count}.encode());
 }
 
-void Agent::stat_path(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::stat_path(Key channel, const agent::PathRequest& r) {
   struct stat st {};
   if (::lstat(r.path.c_str(), &st) != 0) return fail(channel, errno, r.path);
   agent::Entries one;
@@ -222,7 +222,7 @@ void Agent::stat_path(std::uint32_t channel, const agent::PathRequest& r) {
   send(Type::Entries, channel, one.encode());
 }
 
-void Agent::make_dir(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::make_dir(Key channel, const agent::PathRequest& r) {
   const auto mode = static_cast<mode_t>(r.mode & 07777);
   int error = 0;
   if ((r.flags & agent::PathRequest::kParents) != 0) {
@@ -234,7 +234,7 @@ void Agent::make_dir(std::uint32_t channel, const agent::PathRequest& r) {
   send(Type::Done, channel, agent::Done{}.encode());
 }
 
-void Agent::remove_path(std::uint32_t channel, const agent::PathRequest& r) {
+void Agent::remove_path(Key channel, const agent::PathRequest& r) {
   int error = 0;
   if ((r.flags & agent::PathRequest::kRecursive) != 0) {
     error = remove_tree(AT_FDCWD, r.path.c_str());

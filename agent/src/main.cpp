@@ -1,12 +1,15 @@
 // sandboxio-agent: arguments, the duties of an init, and the poll loop (see agent.hpp).
 //
-//   sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive]
+//   sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive] [--socket PATH]
+//   sandboxio-agent --bridge [--socket PATH]
 //
-// stdin and stdout carry the agent protocol; stderr is for the agent's own last words.
+// stdin and stdout carry the agent protocol (the owner's session); bridge sessions come on the
+// socket (bridge.cpp). stderr is for the agent's own last words.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,14 +56,62 @@ Agent::Agent(Options options) : options_(options), self_(::getpid()) {
   ::fcntl(1, F_SETFL, ::fcntl(1, F_GETFL) | O_NONBLOCK);
   ::fcntl(0, F_SETFD, FD_CLOEXEC);
   ::fcntl(1, F_SETFD, FD_CLOEXEC);
+  Session& owner = sessions_[0];
+  owner.in_fd = 0;
+  owner.out_fd = 1;
 }
 
-void Agent::send(Type type, std::uint32_t channel, std::string_view payload) {
-  outbox_ += agent::frame(type, channel, payload);
+void Agent::send(Type type, Key channel, std::string_view payload) {
+  auto it = sessions_.find(session_of(channel));
+  if (it == sessions_.end()) return;
+  it->second.outbox += agent::frame(type, channel_of(channel), payload);
 }
 
 void Agent::log(const std::string& line) {
-  send(Type::Log, 0, line);
+  for (auto& [id, session] : sessions_)
+    session.outbox += agent::frame(Type::Log, 0, line);
+}
+
+bool Agent::room(Key channel) const {
+  auto it = sessions_.find(session_of(channel));
+  return it == sessions_.end() || it->second.room();
+}
+
+void Agent::accept_bridge() {
+  const int fd = ::accept4(options_.listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  // The socket's directory admits only root; the peer's credentials say so once more.
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != 0) {
+    ::close(fd);
+    return;
+  }
+  Session& s = sessions_[next_session_++];
+  s.in_fd = s.out_fd = fd;
+}
+
+void Agent::end_session(std::uint32_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  if (it->second.in_fd >= 0) ::close(it->second.in_fd);
+  if (it->second.out_fd >= 0 && it->second.out_fd != it->second.in_fd) ::close(it->second.out_fd);
+  sessions_.erase(it);
+  if (id == 0) owner_gone_ = true;
+  // Nobody is left to read what the session's commands print or to stop them: they end.
+  for (auto& [key, p] : procs_)
+    if (session_of(key) == id && !p.status) kill_tree(p, SIGKILL);
+  for (auto& [key, t] : transfers_) {
+    if (session_of(key) != id) continue;
+    if (t.fd >= 0) ::close(t.fd);
+    if (!t.reading && !t.temp.empty()) ::unlink(t.temp.c_str());
+  }
+  std::erase_if(transfers_, [id](const auto& kv) { return session_of(kv.first) == id; });
+  std::vector<Key> contexts;
+  for (const auto& [key, k] : kernels_)
+    if (session_of(key) == id) contexts.push_back(key);
+  for (Key key : contexts)
+    context_end(key);
 }
 
 int Agent::poll_timeout(Clock::time_point now) const {
@@ -70,6 +121,8 @@ int Agent::poll_timeout(Clock::time_point now) const {
   for (const auto& [channel, p] : procs_) {
     if (p.exited_at) next = std::min(next, *p.exited_at + kDrainGrace);
   }
+  for (const auto& [id, s] : sessions_)
+    if (!s.input_open && s.queued() == 0 && id != 0) next = now;  // a bridge to end
   if (!procs_.empty() || cells_running()) next = std::min(next, next_scan_);
   for (const auto& [channel, k] : kernels_)
     if (k.proc.status) next = now;  // python3 ended: report it and start it again
@@ -103,51 +156,59 @@ void Agent::reap() {
   }
 }
 
-void Agent::on_frame(Frame f) {
+void Agent::on_frame(std::uint32_t session, Frame f) {
   using agent::PathRequest;
-  if (!hello_ && f.type != Type::Hello) {
-    send(Type::Failure, 0, agent::Failure{0, "the session must start with Hello"}.encode());
-    return shutdown("a frame before Hello");
+  Session& peer = sessions_.at(session);
+  const Key zero = key_of(session, 0);
+  // A malformed session ends: the owner's ends the sandbox, a bridge's only itself.
+  auto broken = [&](const char* why) {
+    if (session == 0) return shutdown(why);
+    peer.input_open = false;
+  };
+  if (!peer.hello && f.type != Type::Hello) {
+    send(Type::Failure, zero, agent::Failure{0, "the session must start with Hello"}.encode());
+    return broken("a frame before Hello");
   }
   auto bad = [&](const Problem& p) {
-    send(Type::Failure, f.channel, agent::Failure{0, p.detail}.encode());
+    send(Type::Failure, key_of(session, f.channel), agent::Failure{0, p.detail}.encode());
   };
+  const Key channel = key_of(session, f.channel);
   switch (f.type) {
     case Type::Hello: {
       auto h = agent::Hello::decode(f.payload);
       if (!h) return bad(h.problem());
       if (h.value().min_version > agent::kVersion || h.value().max_version < agent::kVersion) {
-        send(Type::Failure, 0,
+        send(Type::Failure, zero,
              agent::Failure{0, "this agent speaks version " + std::to_string(agent::kVersion)}
                  .encode());
-        return shutdown("no common protocol version");
+        return broken("no common protocol version");
       }
-      hello_ = true;
+      peer.hello = true;
       agent::Welcome w;
       w.agent = std::string(kAgentVersion);
       w.pid = static_cast<std::uint32_t>(self_);
       w.python = python_ = python_path();
       if (!w.python.empty()) w.features |= agent::kPython3;
-      return send(Type::Welcome, 0, w.encode());
+      return send(Type::Welcome, zero, w.encode());
     }
     case Type::Start: {
       auto s = agent::Start::decode(f.payload);
       if (!s) return bad(s.problem());
-      return start(f.channel, s.value());
+      return start(channel, s.value());
     }
     case Type::Stdin:
-      return stdin_data(f.channel, std::move(f.payload));
+      return stdin_data(channel, std::move(f.payload));
     case Type::StdinClose:
-      return stdin_close(f.channel);
+      return stdin_close(channel);
     case Type::Signal: {
       auto s = agent::Signal::decode(f.payload);
       if (!s) return bad(s.problem());
-      return signal(f.channel, s.value());
+      return signal(channel, s.value());
     }
     case Type::Credit: {
       auto c = agent::Credit::decode(f.payload);
       if (!c) return bad(c.problem());
-      return credit(f.channel, c.value().bytes);
+      return credit(channel, c.value().bytes);
     }
     case Type::ReadFile:
     case Type::WriteFile:
@@ -157,102 +218,149 @@ void Agent::on_frame(Frame f) {
     case Type::Remove: {
       auto r = PathRequest::decode(f.payload);
       if (!r) return bad(r.problem());
-      if (f.type == Type::ReadFile) return read_file(f.channel, r.value());
-      if (f.type == Type::WriteFile) return write_file(f.channel, r.value());
-      if (f.type == Type::ListDir) return list_dir(f.channel, r.value());
-      if (f.type == Type::Stat) return stat_path(f.channel, r.value());
-      if (f.type == Type::MakeDir) return make_dir(f.channel, r.value());
-      return remove_path(f.channel, r.value());
+      if (f.type == Type::ReadFile) return read_file(channel, r.value());
+      if (f.type == Type::WriteFile) return write_file(channel, r.value());
+      if (f.type == Type::ListDir) return list_dir(channel, r.value());
+      if (f.type == Type::Stat) return stat_path(channel, r.value());
+      if (f.type == Type::MakeDir) return make_dir(channel, r.value());
+      return remove_path(channel, r.value());
     }
     case Type::FileData:
-      return file_data(f.channel, std::move(f.payload));
+      return file_data(channel, std::move(f.payload));
     case Type::FileEnd:
-      return file_end(f.channel);
+      return file_end(channel);
     case Type::ContextStart: {
       auto c = agent::ContextStart::decode(f.payload);
       if (!c) return bad(c.problem());
-      return context_start(f.channel, std::move(c).value());
+      return context_start(channel, std::move(c).value());
     }
     case Type::RunCode: {
       auto r = agent::RunCode::decode(f.payload);
       if (!r) return bad(r.problem());
-      return run_code(f.channel, r.value());
+      return run_code(channel, r.value());
     }
     case Type::ContextEnd:
-      return context_end(f.channel);
+      return context_end(channel);
     case Type::Ping: {
       auto p = agent::Ping::decode(f.payload);
       if (!p) return bad(p.problem());
-      return send(Type::Pong, 0, p.value().encode());
+      return send(Type::Pong, zero, p.value().encode());
     }
     case Type::Shutdown:
       return shutdown("the owner asked");
     default:
-      send(Type::Failure, 0,
+      send(Type::Failure, zero,
            agent::Failure{0, "unexpected frame " + std::string(agent::to_string(f.type))}.encode());
-      return shutdown("a frame the host may not send");
+      return broken("a frame the host may not send");
+  }
+}
+
+void Agent::pump_session(std::uint32_t id, const pollfd& in, const pollfd& out) {
+  static std::vector<char> buffer(std::size_t{64} << 10);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  if (out.revents & (POLLOUT | POLLERR | POLLHUP)) {
+    const ssize_t n = ::write(s.out_fd, s.outbox.data() + s.outbox_sent, s.queued());
+    if (n > 0) {
+      s.outbox_sent += static_cast<std::size_t>(n);
+      if (s.outbox_sent == s.outbox.size()) {
+        s.outbox.clear();
+        s.outbox_sent = 0;
+      } else if (s.outbox_sent > (std::size_t{1} << 20)) {
+        s.outbox.erase(0, s.outbox_sent);
+        s.outbox_sent = 0;
+      }
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      return end_session(id);  // nobody reads it any more: the peer is gone
+    }
+  }
+  if (in.revents & (POLLIN | POLLHUP | POLLERR)) {
+    const ssize_t n = ::read(s.in_fd, buffer.data(), buffer.size());
+    if (n > 0) {
+      s.reader.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)), [&](Frame f) {
+        if (sessions_.contains(id)) on_frame(id, std::move(f));
+      });
+      it = sessions_.find(id);
+      if (it != sessions_.end() && it->second.reader.error()) {
+        send(Type::Failure, key_of(id, 0),
+             agent::Failure{0, it->second.reader.error()->detail}.encode());
+        if (id == 0) shutdown("a malformed frame");
+        it->second.input_open = false;
+      }
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      s.input_open = false;
+    }
   }
 }
 
 int Agent::run() {
-  std::vector<char> buffer(std::size_t{64} << 10);
   for (;;) {
     const auto now = Clock::now();
     if (options_.lifetime && now >= started_ + *options_.lifetime) shutdown("the lifetime ended");
-    if (!input_open_ && !options_.outlive) shutdown("the owner's stream closed");
-    if (ending_ && (procs_.empty() || now >= *ending_deadline_) && outbox_.size() == outbox_sent_)
-      return 0;
+    // The owner's stream closed: the sandbox ends with it, unless it outlives its owner.
+    auto owner = sessions_.find(0);
+    if (owner != sessions_.end() && !owner->second.input_open && options_.outlive) end_session(0);
+    if ((owner_gone_ || (owner != sessions_.end() && !owner->second.input_open)) &&
+        !options_.outlive)
+      shutdown("the owner's stream closed");
+    // A bridge whose peer stopped talking ends once it has been told everything.
+    std::vector<std::uint32_t> done;
+    for (const auto& [id, session] : sessions_)
+      if (id != 0 && !session.input_open && session.queued() == 0) done.push_back(id);
+    for (std::uint32_t id : done)
+      end_session(id);
+    bool drained = true;
+    for (const auto& [id, session] : sessions_)
+      drained = drained && session.queued() == 0;
+    if (ending_ && (procs_.empty() || now >= *ending_deadline_) && drained) return 0;
     if (ending_ && now >= *ending_deadline_) return 0;
     if (now >= next_scan_ && (!procs_.empty() || cells_running())) {
       track_trees();
       next_scan_ = now + std::chrono::milliseconds(50);
     }
-    // Output moves only while the host-bound queue is short: a slow host slows the processes.
+    // Output moves only while its session's queue is short: a slow host slows the processes.
     for (auto it = procs_.begin(); it != procs_.end();) {
       Proc& p = it->second;
       ++it;
-      if (outbox_.size() - outbox_sent_ < kOutboxHigh) pump_output(p);
+      if (room(p.channel)) pump_output(p);
       flush_stdin(p);
       if (p.exited_at && (now >= *p.exited_at + kDrainGrace || (p.out_fd < 0 && p.err_fd < 0)))
         finish(p);
     }
     for (auto& [channel, t] : transfers_) {
-      if (t.reading && outbox_.size() - outbox_sent_ < kOutboxHigh) pump_read(channel, t);
+      if (t.reading && room(channel)) pump_read(channel, t);
     }
     std::erase_if(transfers_, [](const auto& kv) { return kv.second.reading && kv.second.fd < 0; });
     service_kernels();
 
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_, POLLIN, 0});
-    const bool want_input = input_open_ && outbox_.size() - outbox_sent_ < kOutboxHigh;
-    fds.push_back({want_input ? 0 : -1, POLLIN, 0});
-    fds.push_back({outbox_.size() > outbox_sent_ ? 1 : -1, POLLOUT, 0});
-    std::vector<std::pair<std::uint32_t, int>> watched;
-    for (auto& [channel, p] : procs_) {
-      const bool room = p.credit > 0 && outbox_.size() - outbox_sent_ < kOutboxHigh;
-      for (int fd : {p.out_fd, p.err_fd}) {
-        if (fd >= 0 && room) {
-          fds.push_back({fd, POLLIN, 0});
-          watched.emplace_back(channel, fd);
-        }
-      }
-      if (p.in_fd >= 0 && !p.stdin_buf.empty()) {
-        fds.push_back({p.in_fd, POLLOUT, 0});
-        watched.emplace_back(channel, p.in_fd);
-      }
+    fds.push_back({ending_ ? -1 : options_.listen_fd, POLLIN, 0});
+    std::vector<std::uint32_t> polled;  // sessions, two entries each (input, output)
+    for (auto& [id, s] : sessions_) {
+      polled.push_back(id);
+      fds.push_back({s.input_open && s.room() ? s.in_fd : -1, POLLIN, 0});
+      fds.push_back({s.queued() > 0 ? s.out_fd : -1, POLLOUT, 0});
     }
-    const bool room = outbox_.size() - outbox_sent_ < kOutboxHigh;
+    for (auto& [channel, p] : procs_) {
+      const bool open = p.credit > 0 && room(channel);
+      for (int fd : {p.out_fd, p.err_fd})
+        if (fd >= 0 && open) fds.push_back({fd, POLLIN, 0});
+      if (p.in_fd >= 0 && !p.stdin_buf.empty()) fds.push_back({p.in_fd, POLLOUT, 0});
+    }
     for (auto& [channel, k] : kernels_) {
+      const bool open = room(channel);
       const Cell* cell = k.sent && !k.cells.empty() ? &k.cells.front() : nullptr;
       // Output is read for a cell with credit (and, once it is done, only what it left), or
-      // dropped between cells; events only while the host-bound queue has room.
+      // dropped between cells; events only while the session's queue has room.
       for (int fd : {k.proc.out_fd, k.proc.err_fd}) {
         const std::uint64_t drain =
             fd == k.proc.out_fd ? (cell ? cell->drain_out : 0) : (cell ? cell->drain_err : 0);
-        if (fd >= 0 && room && (!cell || (cell->credit > 0 && (!cell->done || drain > 0))))
+        if (fd >= 0 && open && (!cell || (cell->credit > 0 && (!cell->done || drain > 0))))
           fds.push_back({fd, POLLIN, 0});
       }
-      if (k.evt_fd >= 0 && room) fds.push_back({k.evt_fd, POLLIN, 0});
+      if (k.evt_fd >= 0 && open) fds.push_back({k.evt_fd, POLLIN, 0});
       if (k.req_fd >= 0 && !k.requests.empty()) fds.push_back({k.req_fd, POLLOUT, 0});
     }
     const int ready = ::poll(fds.data(), fds.size(), poll_timeout(Clock::now()));
@@ -263,45 +371,20 @@ int Agent::run() {
       while (::read(signal_fd_, &info, sizeof info) == sizeof info)
         on_signal(static_cast<int>(info.ssi_signo));
     }
-    if (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) {
-      const ssize_t n = ::write(1, outbox_.data() + outbox_sent_, outbox_.size() - outbox_sent_);
-      if (n > 0) {
-        outbox_sent_ += static_cast<std::size_t>(n);
-        if (outbox_sent_ == outbox_.size()) {
-          outbox_.clear();
-          outbox_sent_ = 0;
-        } else if (outbox_sent_ > (std::size_t{1} << 20)) {
-          outbox_.erase(0, outbox_sent_);
-          outbox_sent_ = 0;
-        }
-      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        // Nobody reads us any more: the owner is gone.
-        outbox_.clear();
-        outbox_sent_ = 0;
-        input_open_ = false;
-      }
-    }
-    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t n = ::read(0, buffer.data(), buffer.size());
-      if (n > 0) {
-        reader_.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)),
-                     [&](Frame f) { on_frame(std::move(f)); });
-        if (reader_.error()) {
-          send(Type::Failure, 0, agent::Failure{0, reader_.error()->detail}.encode());
-          shutdown("a malformed frame");
-          input_open_ = false;
-        }
-      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        input_open_ = false;
-      }
-    }
+    for (std::size_t i = 0; i < polled.size(); ++i)
+      pump_session(polled[i], fds[2 + 2 * i], fds[3 + 2 * i]);
+    if (fds[1].revents & POLLIN) accept_bridge();
   }
 }
 
 }  // namespace sandboxio::agent_main
 
 int main(int argc, char** argv) {
-  sandboxio::agent_main::Options options;
+  using namespace sandboxio::agent_main;
+  Options options;
+  const char* user = nullptr;
+  std::string socket_path;
+  bool bridge = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--lifetime" && i + 1 < argc) {
@@ -313,28 +396,47 @@ int main(int argc, char** argv) {
       }
       options.lifetime = std::chrono::seconds(seconds);
     } else if (arg == "--user" && i + 1 < argc) {
-      auto id = sandboxio::agent_main::resolve_user(argv[++i]);
-      std::string error;
-      if (!id) {
-        std::fprintf(stderr, "sandboxio-agent: %s\n", id.problem().detail.c_str());
-        return 2;
-      }
-      if (!sandboxio::agent_main::take_identity(id.value(), error)) {
-        std::fprintf(stderr, "sandboxio-agent: --user %s: %s\n", argv[i], error.c_str());
-        return 2;
-      }
-      options.user = std::move(id).value();
+      user = argv[++i];
+    } else if (arg == "--socket" && i + 1 < argc) {
+      socket_path = argv[++i];
     } else if (arg == "--outlive") {
       options.outlive = true;
+    } else if (arg == "--bridge") {
+      bridge = true;
     } else if (arg == "--version") {
-      std::printf("%s\n", sandboxio::agent_main::kAgentVersion.data());
+      std::printf("%s\n", kAgentVersion.data());
       return 0;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive]\n");
+      std::fprintf(stderr,
+                   "usage: sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive] "
+                   "[--socket PATH]\n"
+                   "       sandboxio-agent --bridge [--socket PATH]\n");
       return 2;
     }
   }
-  return sandboxio::agent_main::Agent(options).run();
+  if (bridge) return run_bridge(socket_path.empty() ? std::string(kSocketPath) : socket_path);
+  // As PID 1 (a container), bridge sessions are taken at the usual place; elsewhere (tests on a
+  // host) only where --socket says. The socket is made before --user changes the agent's file
+  // identity, so that it stays root's.
+  if (socket_path.empty() && ::getpid() == 1) socket_path = kSocketPath;
+  if (!socket_path.empty()) {
+    std::string error;
+    options.listen_fd = listen_for_bridges(socket_path, error);
+    if (options.listen_fd < 0)
+      std::fprintf(stderr, "sandboxio-agent: no bridge sessions: %s\n", error.c_str());
+  }
+  if (user != nullptr) {
+    auto id = resolve_user(user);
+    std::string error;
+    if (!id) {
+      std::fprintf(stderr, "sandboxio-agent: %s\n", id.problem().detail.c_str());
+      return 2;
+    }
+    if (!take_identity(id.value(), error)) {
+      std::fprintf(stderr, "sandboxio-agent: --user %s: %s\n", user, error.c_str());
+      return 2;
+    }
+    options.user = std::move(id).value();
+  }
+  return Agent(options).run();
 }

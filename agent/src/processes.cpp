@@ -200,7 +200,7 @@ std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::stri
   return Spawned{pid, out[0], err[0], in[1]};
 }
 
-void Agent::start(std::uint32_t channel, const agent::Start& s) {
+void Agent::start(Key channel, const agent::Start& s) {
   if (channel_in_use(channel)) {
     return send(Type::Failure, channel, agent::Failure{0, "channel in use"}.encode());
   }
@@ -227,14 +227,14 @@ void Agent::start(std::uint32_t channel, const agent::Start& s) {
   send(Type::Started, channel, agent::Started{spawned->pid}.encode());
 }
 
-void Agent::stdin_data(std::uint32_t channel, std::string data) {
+void Agent::stdin_data(Key channel, std::string data) {
   auto it = procs_.find(channel);
   if (it == procs_.end() || it->second.in_fd < 0) return;  // ended, or no stdin: dropped
   it->second.stdin_buf += data;
   flush_stdin(it->second);
 }
 
-void Agent::stdin_close(std::uint32_t channel) {
+void Agent::stdin_close(Key channel) {
   auto it = procs_.find(channel);
   if (it == procs_.end()) return;
   it->second.stdin_close = true;
@@ -259,7 +259,7 @@ void Agent::flush_stdin(Proc& p) {
   }
 }
 
-bool Agent::channel_in_use(std::uint32_t channel) const {
+bool Agent::channel_in_use(Key channel) const {
   if (procs_.contains(channel) || transfers_.contains(channel) || kernels_.contains(channel))
     return true;
   for (const auto& [id, k] : kernels_)
@@ -268,7 +268,7 @@ bool Agent::channel_in_use(std::uint32_t channel) const {
   return false;
 }
 
-void Agent::signal(std::uint32_t channel, const agent::Signal& s) {
+void Agent::signal(Key channel, const agent::Signal& s) {
   if (signal_cell(channel, s)) return;
   auto it = procs_.find(channel);
   if (it == procs_.end()) return;
@@ -276,7 +276,7 @@ void Agent::signal(std::uint32_t channel, const agent::Signal& s) {
   if (!it->second.status) ::kill(it->second.pid, s.signo);
 }
 
-void Agent::credit(std::uint32_t channel, std::uint32_t bytes) {
+void Agent::credit(Key channel, std::uint32_t bytes) {
   if (credit_cell(channel, bytes)) return;
   if (auto it = procs_.find(channel); it != procs_.end()) it->second.credit += bytes;
   if (auto it = transfers_.find(channel); it != transfers_.end()) it->second.credit += bytes;
@@ -339,7 +339,7 @@ void Agent::finish(Proc& p) {
   } else {
     e.value = WEXITSTATUS(status);
   }
-  const std::uint32_t channel = p.channel;
+  const Key channel = p.channel;
   send(Type::Exit, channel, e.encode());
   procs_.erase(channel);
 }

@@ -680,6 +680,76 @@ TEST_P(AgentTest, ARestartOrADeathGivesAFreshContextAndSaysSo) {
   EXPECT_EQ(c->code(8, 1, "print('alive')").out, "alive\n");
 }
 
+// Bridge sessions, on this machine: with --socket the agent takes sessions from
+// `sandboxio-agent --bridge`, each with channels of its own; what a session started ends with
+// it; a malformed bridge ends only itself; with --outlive the owner may leave and a bridge
+// still reaches the agent. (In containers: DockerAgent.* in tests/docker.)
+TEST(AgentBridge, SessionsShareTheAgentButNotTheirChannelsAndEndWhatTheyStarted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "bridge sessions need the agent to run as root";
+  char dir[] = "/tmp/sbx-bridge-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string sock = std::string(dir) + "/run/agent.sock";
+  const std::vector<std::string> bridge_argv = {agent_path(), "--bridge", "--socket", sock};
+  const std::vector<std::string> path = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  auto owner = std::make_unique<Client>(
+      std::vector<std::string>{agent_path(), "--outlive", "--socket", sock});
+  const auto welcome = owner->hello();
+
+  // The owner holds channel 1 with a command waiting for its stdin, while a bridge uses
+  // channel 1 too.
+  agent::Start waiting;
+  waiting.argv = {"sh", "-c", "read x; echo owner-$x"};
+  waiting.env = path;
+  waiting.stdin_open = true;
+  owner->send(Type::Start, 1, waiting.encode());
+  auto bridge = std::make_unique<Client>(bridge_argv);
+  EXPECT_EQ(bridge->hello().pid, welcome.pid) << "the bridge reached the same agent";
+  EXPECT_EQ(bridge->run(1, {"sh", "-c", "echo bridge"}, {}, path).out, "bridge\n");
+  owner->send(Type::Stdin, 1, "a\n");
+  owner->send(Type::StdinClose, 1);
+  EXPECT_EQ(owner->collect(1).out, "owner-a\n");
+
+  // A command of the bridge's ends with its session.
+  agent::Start held;
+  held.argv = {"sh", "-c", "echo up; exec sleep 4401"};
+  held.env = path;
+  bridge->send(Type::Start, 2, held.encode());
+  auto up = bridge->next_on(2);
+  ASSERT_TRUE(up && up->type == Type::Output);
+  EXPECT_NE(on_host_processes("sleep 440[1]"), "");
+  bridge.reset();  // the bridge's stdin closes: it ends the session and exits
+  const auto gone = owner->run(
+      3, {"sh", "-c", "while pgrep -f 'sleep 440[1]' >/dev/null; do :; done; echo gone"}, {}, path);
+  EXPECT_EQ(gone.out, "gone\n");
+
+  // Garbage on a bridge ends that session, not the agent.
+  {
+    Client bad(bridge_argv);
+    bad.send_raw(std::string("\xff\xff\xff\xff\x01 not a frame", 16));
+    auto f = bad.next();
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->type, Type::Failure);
+    EXPECT_FALSE(bad.next(5s)) << "the malformed session was not ended";
+  }
+  owner->send(Type::Ping, 0, agent::Ping{9}.encode());
+  auto pong = owner->next_on(0);
+  ASSERT_TRUE(pong && pong->type == Type::Pong);
+
+  // --outlive: the owner leaves, a later bridge still finds the agent, and may end it.
+  owner->close_input();
+  {
+    Client later(bridge_argv);
+    EXPECT_EQ(later.hello().pid, welcome.pid);
+    EXPECT_EQ(later.run(1, {"sh", "-c", "echo still"}, {}, path).out, "still\n");
+    later.send(Type::Shutdown, 0);
+    EXPECT_TRUE(later.wait_exit(10s)) << "the bridge did not end with the agent";
+  }
+  const auto status = owner->wait_exit(10s);
+  ASSERT_TRUE(status) << "the agent did not end on Shutdown";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  sandboxio::testing::capture(std::string("rm -rf ") + dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Agent, AgentTest,
     ::testing::Values(Where{"on_this_machine", ""},
