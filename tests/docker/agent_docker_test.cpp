@@ -21,16 +21,78 @@ std::string sh(sandboxio::sync::Sandbox& sb, const std::string& script) {
   return r.stdout_bytes + r.stderr_bytes;
 }
 
+sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeContext& ctx,
+                           const std::string& code,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  sandboxio::CodeRequest r;
+  r.code = code;
+  r.context = ctx.id;
+  r.timeout = timeout;
+  return sb.run_code(r);
+}
+
 TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {
   SBX_REQUIRE_ENGINE();
   auto on = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
   EXPECT_EQ(on.info().agent, "sandboxio-agent 0.1.0");
   auto off = sandboxio::sync::Sandbox::create(kDsn + "?agent=off");
   EXPECT_EQ(off.info().agent, "");
-  // A handle from connect() speaks through the daemon's exec, and says so.
+  // A handle from connect() speaks to the same agent through a bridge session; ?agent=off
+  // keeps it to the daemon's exec. Each says which.
   auto again = sandboxio::sync::Sandbox::connect(kDsn, on.id());
-  EXPECT_EQ(again.info().agent, "");
-  EXPECT_EQ(again.run({"true"}).exit_code, 0);
+  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(again.run({"sh", "-c", "exit 200"}).termination, sandboxio::Termination::Exited);
+  auto plain = sandboxio::sync::Sandbox::connect(kDsn + "?agent=off", on.id());
+  EXPECT_EQ(plain.info().agent, "");
+  EXPECT_EQ(plain.run({"true"}).exit_code, 0);
+  auto exec_only = sandboxio::sync::Sandbox::connect(kDsn, off.id());
+  EXPECT_EQ(exec_only.info().agent, "") << "a container without the agent has no bridge";
+  EXPECT_EQ(exec_only.run({"true"}).exit_code, 0);
+}
+
+// outlive_owner: the agent outlives its owner's stream, and a later connect() reaches it
+// through a bridge session (one exec of the agent, relayed to its root-only socket). Two
+// handles at once are two sessions of the same agent.
+TEST(DockerAgent, ASandboxThatOutlivesItsOwnerIsReattachedThroughItsAgent) {
+  SBX_REQUIRE_ENGINE();
+  std::string id;
+  {
+    sandboxio::CreateOptions o;
+    o.outlive_owner = true;
+    o.lifetime = 120s;
+    auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on", o);
+    EXPECT_EQ(sb.info().agent, "sandboxio-agent 0.1.0");
+    id = sb.id();
+    sb.write_file("/tmp/kept", "state");
+  }
+  ASSERT_TRUE(sandboxio::testing::container_exists(id)) << "the sandbox ended with its owner";
+  auto again = sandboxio::sync::Sandbox::connect(kDsn, id);
+  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(again.read_file("/tmp/kept"), "state");
+  const auto r = again.run({"sh", "-c", "echo $PPID; exit 201"});
+  EXPECT_EQ(r.exit_code, 201);
+  EXPECT_EQ(r.termination, sandboxio::Termination::Exited) << "an exit code, as waitpid said";
+  EXPECT_EQ(r.stdout_bytes, "1\n") << "the command is a child of the agent that is PID 1";
+  ASSERT_TRUE(again.capabilities().contains(sandboxio::Capability::StatefulCode));
+  const auto ctx = again.create_context();
+  EXPECT_TRUE(cell(again, ctx, "total = 40").ok());
+  EXPECT_EQ(cell(again, ctx, "print(total + 2)").stdout_bytes, "42\n");
+
+  {
+    // A second handle at the same time: its own session, the same sandbox.
+    auto third = sandboxio::sync::Sandbox::connect(kDsn, id);
+    auto held = third.stream({"sh", "-c", "echo up; exec sleep 4301"});
+    auto first = held.next();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->data, "up\n");
+    EXPECT_EQ(sh(again, "pgrep -f '[s]leep 4301' >/dev/null && echo running"), "running\n");
+  }  // the stream and its handle go: the command ends, the sandbox stays
+  sandboxio::Command c;
+  c.argv = {"sh", "-c", "while pgrep -f '[s]leep 4301' >/dev/null; do :; done; echo ended"};
+  c.timeout = 10s;
+  EXPECT_EQ(again.run(c).stdout_bytes, "ended\n") << "a session's command outlived it";
+  EXPECT_EQ(cell(again, ctx, "print(total)").stdout_bytes, "40\n") << "the context lives on";
+  again.kill();
 }
 
 TEST(DockerAgent, RunsInAnImageWithoutPythonOrLibc) {
@@ -98,7 +160,14 @@ TEST(DockerAgent, ANonRootUsersCommandsCannotReachTheAgent) {
   EXPECT_NE(sh(sb, "echo $HOME"), "/root\n");
   // Another process's handle (the daemon's exec) runs as the user too, never as root.
   auto again = sandboxio::sync::Sandbox::connect(kDsn, sb.id());
+  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0") << "connect() went through a bridge";
   EXPECT_EQ(again.run({"id", "-u"}).stdout_bytes, "65534\n");
+  // The bridge admits root only: the user's commands cannot open a session of their own.
+  const auto bridge = sb.run({"sh", "-c", "echo | /.sandboxio/agent --bridge; echo rc=$?"});
+  EXPECT_NE(bridge.stderr_bytes.find("Permission denied"), std::string::npos)
+      << bridge.stderr_bytes;
+  EXPECT_EQ(bridge.stdout_bytes, "rc=2\n");
+  EXPECT_EQ(sh(sb, "ls /.sandboxio/run 2>&1 >/dev/null | grep -c 'Permission denied'"), "1\n");
 }
 
 TEST(DockerAgent, ATimedOutCommandLeavesNothingBehindAndTheNextRunWorks) {
@@ -119,16 +188,6 @@ TEST(DockerAgent, ATimedOutCommandLeavesNothingBehindAndTheNextRunWorks) {
 }
 
 // ---- code contexts ----
-
-sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeContext& ctx,
-                           const std::string& code,
-                           std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  sandboxio::CodeRequest r;
-  r.code = code;
-  r.context = ctx.id;
-  r.timeout = timeout;
-  return sb.run_code(r);
-}
 
 TEST(DockerAgent, CodeContextsKeepStateAndReturnRichValuesAndExceptions) {
   SBX_REQUIRE_ENGINE();

@@ -1,10 +1,16 @@
 // docker:// through sandboxio-agent (?agent=on). The create uploads the agent's static binary
 // into the container before start (the archive API, so remote engines work too), makes it the
 // container's entry point and attaches to its stdin, stdout and stderr: that one stream is the
-// owner lease and carries the agent protocol both ways (stdout demultiplexed as usual).
+// owner lease and carries the agent protocol both ways (stdout demultiplexed as usual). With
+// outlive_owner the agent outlives that stream, and a later connect() reaches it through a
+// bridge session: one exec of `sandboxio-agent --bridge`, relayed to the agent's root-only
+// socket, carries the same protocol.
 // States:
 //   create:  created -> PUT .../archive (the agent) -> attach (the lease) -> start
 //            -> Hello on the lease -> Welcome -> Done(SandboxInfo)
+//   connect: GET .../json (the agent label) -> POST .../exec (--bridge) -> POST /exec/ID/start
+//            (101) -> Hello -> Welcome -> Done(SandboxInfo); no bridge session (a plain reply,
+//            or the bridge ends before the Welcome) -> Done without the agent (exec path)
 //   command: Start on a new channel [-> Stdin, StdinClose] -> Output... (credit granted as the
 //            consumer takes it) -> Exit -> Done(ExecResult); a timeout or cancel sends
 //            Signal(tree, SIGKILL) and the Exit that follows carries the forced termination
@@ -52,6 +58,58 @@ void DockerMachine::upload_agent(OpId id, Instant now) {
         attach_lease(id, t);
       });
   if (problem) remove_after_failed_start(id, "the agent's archive: " + problem->detail, now);
+}
+
+// connect() to a sandbox whose init is the agent: one exec of `sandboxio-agent --bridge` (as
+// root: the agent's socket admits nobody else) relays a session to the agent that has served
+// the sandbox all along, so commands, files and code contexts go through it as for the owner.
+void DockerMachine::open_bridge(OpId id, Instant) {
+  call(id, "POST", path("/containers/" + container_ + "/exec"),
+       exec_body({std::string(kAgentPath), "--bridge"}, {}, {}, /*attach_stdin=*/true, {}, "0"),
+       [this, id](Result<Reply> r, Instant t) {
+         if (!alive(id)) return;
+         if (!r) return void(fail(id, r.problem(), t));
+         if (r.value().status == 404 || r.value().status == 409) {
+           return void(fail(id, gone_problem(), t));
+         }
+         auto doc = json::parse(r.value().body);
+         const auto exec_id = doc ? doc.value().string_at("Id") : std::nullopt;
+         if (r.value().status != 201 || !exec_id) return bridge_unavailable(id, t);
+         start_bridge(id, std::string(*exec_id), t);
+       });
+}
+
+void DockerMachine::start_bridge(OpId id, const std::string& exec_id, Instant) {
+  http::Request req;
+  req.method = "POST";
+  req.target = path("/exec/" + exec_id + "/start");
+  req.headers = {
+      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
+  req.body = R"({"Detach":false,"Tty":false})";
+  const ConnId conn = send(id, std::move(req), [this, id](Result<Reply> r, Instant t) {
+    if (!alive(id)) return;
+    if (!r || r.value().status != 101) {  // a plain reply: the engine did not start it
+      lease_ = 0;
+      bridge_ = false;
+      return bridge_unavailable(id, t);
+    }
+    agent_hello(id, t);
+  });
+  http_.find(conn)->may_upgrade = true;
+  lease_ = conn;
+  bridge_ = true;
+  config_.agent = true;  // the stream speaks the agent's protocol
+}
+
+void DockerMachine::bridge_unavailable(OpId id, Instant now) {
+  // An agent that cannot take bridge sessions (it does not run as root, or an older one): the
+  // exec path serves this handle, as with ?agent=off, and info() says so (no agent).
+  drop_lease();
+  bridge_ = false;
+  config_.agent = false;
+  agent_create_ = 0;
+  agent_stderr_.clear();
+  if (alive(id)) complete(id, docker_info(SandboxState::Running), now);
 }
 
 void DockerMachine::agent_hello(OpId id, Instant) {

@@ -128,11 +128,12 @@ Result<Config> config_for(const Dsn& dsn) {
     return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
   }
   c.pull_missing = pull == "missing";
-  const std::string agent = o.string("agent", "off");
-  if (agent != "on" && agent != "off") {
+  const std::string agent = o.string("agent", "");
+  if (!agent.empty() && agent != "on" && agent != "off") {
     return Problem{errc::InvalidOption, "agent=" + agent + " is not on or off", {}};
   }
   c.agent = agent == "on";
+  c.bridge = agent != "off";
   if (c.agent) {
     auto binary = load_agent();
     if (!binary) return binary.problem();

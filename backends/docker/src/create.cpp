@@ -4,7 +4,8 @@
 //           --> POST .../start --> Done(SandboxInfo)
 // A step that comes back after a timeout or cancel removes what exists (create_abandoned); a
 // start that fails removes the container (remove_after_failed_start). connect: GET .../json,
-// managed and running --> Done. kill: DELETE ...?force=1 (409: POST .../wait?condition=removed).
+// managed and running --> Done; when the agent is the container's init, first a bridge session
+// to it (agent.cpp, open_bridge). kill: DELETE ...?force=1 (409: POST .../wait?condition=removed).
 #include <algorithm>
 
 #include "machine.hpp"
@@ -71,6 +72,7 @@ OpId DockerMachine::submit_connect(std::string sandbox_id, const CreateOptions& 
          }
          if (auto u = labels->string_at(kUserLabel)) exec_user_ = std::string(*u);
          name_sandbox(container_, id);
+         if (config_.bridge && labels->string_at(kAgentLabel) == "on") return open_bridge(id, t);
          complete(id, docker_info(SandboxState::Running), t);
        });
   return id;
@@ -130,8 +132,10 @@ void DockerMachine::create_container(OpId id, bool pulled, Instant now) {
                             t));
          }
          name_sandbox(container_, id);
-         if (options_->outlive_owner) return start_container(id, t);
+         // With the agent, the attach stream is the owner's session (one that may end without
+         // the sandbox, with outlive_owner); without it, the lease, when there is one.
          if (config_.agent) return upload_agent(id, t);
+         if (options_->outlive_owner) return start_container(id, t);
          attach_lease(id, t);
        });
 }

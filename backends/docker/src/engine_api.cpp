@@ -24,22 +24,29 @@ std::string agent_user(const Config& config, const CreateOptions& o) {
   const std::string& user = config.user;
   const bool root_user =
       user == "0" || user == "root" || user.starts_with("0:") || user.starts_with("root:");
-  return config.agent && !o.outlive_owner && !user.empty() && !root_user ? user : std::string();
+  (void)o;
+  return config.agent && !user.empty() && !root_user ? user : std::string();
 }
 
 std::string create_body(const Config& config_, const CreateOptions& o, std::int64_t created_unix) {
   const bool lease = !o.outlive_owner;
+  // With the agent, the attach stream is the owner's session; with outlive_owner the agent
+  // outlives it, and later owners reach the agent through bridge sessions.
+  const bool agent = config_.agent;
+  const bool attach = lease || agent;
   const auto secs = std::max<std::int64_t>(1, o.lifetime.count());
   const std::string user = agent_user(config_, o);
   const bool agent_as_root = !user.empty();
   JsonWriter w;
   w.begin_object();
   w.key("Image").value(config_.image);
-  if (config_.agent && lease) {
+  if (agent) {
     // sandboxio-agent is the container's init: it serves its protocol on the attach stream,
-    // ends the container when that stream closes (the owner lease) and at the lifetime.
+    // ends the container when that stream closes (the owner lease; not with --outlive) and
+    // at the lifetime.
     w.key("Cmd").begin_array().value("--lifetime").value(std::to_string(secs));
     if (agent_as_root) w.value("--user").value(user);
+    if (!lease) w.value("--outlive");
     w.end_array();
     w.key("Entrypoint").begin_array().value(kAgentPath).end_array();
   } else {
@@ -61,11 +68,11 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   if (!o.workdir.empty()) w.key("WorkingDir").value(o.workdir);
   if (!config_.user.empty() && !agent_as_root) w.key("User").value(config_.user);
   w.key("Tty").value(false);
-  w.key("OpenStdin").value(lease);
-  w.key("StdinOnce").value(lease);
-  w.key("AttachStdin").value(lease);
-  w.key("AttachStdout").value(config_.agent && lease);
-  w.key("AttachStderr").value(config_.agent && lease);
+  w.key("OpenStdin").value(attach);
+  w.key("StdinOnce").value(attach);
+  w.key("AttachStdin").value(attach);
+  w.key("AttachStdout").value(agent);
+  w.key("AttachStderr").value(agent);
   w.key("Labels").begin_object();
   for (const auto& [k, v] : o.labels)
     w.key(k).value(v);
@@ -75,14 +82,14 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   w.key(labels::kCreated).value(std::to_string(created_unix));
   w.key(labels::kLifetime).value(std::to_string(secs));
   w.key("io.sandboxio.lease").value(lease ? "owner" : "none");
-  if (config_.agent && lease) w.key("io.sandboxio.agent").value("on");
+  if (agent) w.key(kAgentLabel).value("on");
   if (agent_as_root) w.key(kUserLabel).value(user);
   w.end_object();
   w.key("HostConfig").begin_object();
   w.key("NetworkMode").value("none");
   w.key("AutoRemove").value(true);
-  w.key("Init").value(!(config_.agent && lease));  // the agent is an init itself
-  if (config_.agent && lease) {
+  w.key("Init").value(!agent);  // the agent is an init itself
+  if (agent) {
     // The attach stream carries the agent protocol: command output and file contents. The
     // default log driver would copy every byte of it to a file on the engine's disk (and
     // cost a JSON encoding per chunk); nothing of it belongs in a log.
@@ -101,10 +108,13 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   if (const auto& c = o.resources.cpus)
     w.key("NanoCpus").value(static_cast<std::int64_t>(*c * 1e9));
   if (const auto& p = o.resources.pids) w.key("PidsLimit").value(static_cast<std::int64_t>(*p));
-  if (!config_.tmpfs.empty()) {
+  if (!config_.tmpfs.empty() || agent) {
     w.key("Tmpfs").begin_object();
     for (const auto& m : config_.tmpfs)
       w.key(m).value("rw,nosuid,nodev,mode=1777");
+    // The agent's socket for bridge sessions: a directory only root may enter, writable even
+    // on a read-only root filesystem.
+    if (agent) w.key(std::string(kAgentRunDir)).value("rw,noexec,nosuid,nodev,mode=0700,size=64k");
     w.end_object();
   }
   w.end_object();

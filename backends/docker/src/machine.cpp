@@ -68,6 +68,9 @@ std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instan
 void DockerMachine::handle_eof(ConnId id, Instant now) {
   backend::Exchange* x = http_.find(id);
   if (!x) return;
+  if (x->upgraded && id == lease_ && bridge_ && !agent_ready_ && alive(agent_create_)) {
+    return bridge_unavailable(agent_create_, now);  // the bridge found no agent to talk to
+  }
   if (x->upgraded && id == lease_) {  // the container's main process ended (lifetime, kill)
     http_.drop(id);
     lease_ = 0;

@@ -84,6 +84,10 @@ extern const std::string_view kListScript;
 
 /// Where sandboxio-agent lives in a container.
 inline constexpr std::string_view kAgentPath = "/.sandboxio/agent";
+/// The root-only directory of the agent's socket for bridge sessions (a tmpfs).
+inline constexpr std::string_view kAgentRunDir = "/.sandboxio/run";
+/// The label of a container whose init is the agent.
+inline constexpr std::string_view kAgentLabel = "io.sandboxio.agent";
 
 /// One docker:// operation's own state, beside the core's.
 struct OpState {
@@ -235,6 +239,10 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   }
   void upload_agent(OpId id, Instant now);
   void agent_hello(OpId id, Instant now);
+  void open_bridge(OpId id, Instant now);
+  void start_bridge(OpId id, const std::string& exec_id, Instant now);
+  /// connect() goes on without the agent (the exec path) when no bridge session came about.
+  void bridge_unavailable(OpId id, Instant now);
   std::size_t lease_bytes(std::string_view data, Instant now);
   void agent_frame(agent::Frame frame, Instant now);
   void agent_lost(Problem problem, Instant now);
@@ -290,7 +298,8 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::optional<Instant> expires_at_{};
   bool swept_ = false;
   std::map<std::string, std::string> sweep_candidates_{};  // container id -> owner
-  ConnId lease_ = 0;
+  ConnId lease_ = 0;     // the agent's session (the attach stream or a bridge), or the lease
+  bool bridge_ = false;  // lease_ is a bridge exec's stream (connect() to an agent's sandbox)
   std::map<std::uint64_t, Exec> execs_{};
   std::set<std::uint64_t> killing_{};  // execs whose process tree is being killed
   std::vector<std::pair<std::uint64_t, std::string>> deferred_{};  // exec creations waiting

@@ -50,6 +50,9 @@ struct Config {
   /// ?agent=on: sandboxio-agent is uploaded into the container and runs as its init; commands
   /// and files go over its protocol on the attach stream (docs/reference/agent-protocol.md).
   bool agent = false;
+  /// connect() to a sandbox whose init is the agent speaks to that agent through one exec of
+  /// `sandboxio-agent --bridge`; false (an explicit ?agent=off) keeps to the exec path.
+  bool bridge = true;
   /// The agent's static binary, read by config_for() (the machine does no I/O).
   std::shared_ptr<const std::string> agent_binary{};
 };
