@@ -299,11 +299,13 @@ int Agent::run() {
     const auto now = Clock::now();
     if (options_.lifetime && now >= started_ + *options_.lifetime) shutdown("the lifetime ended");
     // The owner's stream closed: the sandbox ends with it, unless it outlives its owner.
-    auto owner = sessions_.find(0);
-    if (owner != sessions_.end() && !owner->second.input_open && options_.outlive) end_session(0);
-    if ((owner_gone_ || (owner != sessions_.end() && !owner->second.input_open)) &&
-        !options_.outlive)
+    const auto owner = sessions_.find(0);
+    const bool owner_closed = owner != sessions_.end() && !owner->second.input_open;
+    if (!options_.outlive && (owner_gone_ || owner_closed)) {
       shutdown("the owner's stream closed");
+    } else if (owner_closed) {
+      end_session(0);
+    }
     // A bridge whose peer stopped talking ends once it has been told everything.
     std::vector<std::uint32_t> done;
     for (const auto& [id, session] : sessions_)

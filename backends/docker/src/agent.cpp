@@ -80,23 +80,16 @@ void DockerMachine::open_bridge(OpId id, Instant) {
 }
 
 void DockerMachine::start_bridge(OpId id, const std::string& exec_id, Instant) {
-  http::Request req;
-  req.method = "POST";
-  req.target = path("/exec/" + exec_id + "/start");
-  req.headers = {
-      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
-  req.body = R"({"Detach":false,"Tty":false})";
-  const ConnId conn = send(id, std::move(req), [this, id](Result<Reply> r, Instant t) {
-    if (!alive(id)) return;
-    if (!r || r.value().status != 101) {  // a plain reply: the engine did not start it
-      lease_ = 0;
-      bridge_ = false;
-      return bridge_unavailable(id, t);
-    }
-    agent_hello(id, t);
-  });
-  http_.find(conn)->may_upgrade = true;
-  lease_ = conn;
+  lease_ =
+      upgrade(id, path("/exec/" + exec_id + "/start"), std::string(kExecStart),
+              [this, id](Result<Reply> r, Instant t) {
+                if (!alive(id)) return;
+                if (!r || r.value().status != 101) {  // a plain reply: the engine did not start it
+                  lease_ = 0;                         // this exchange is over: nothing to drop
+                  return bridge_unavailable(id, t);
+                }
+                agent_hello(id, t);
+              });
   bridge_ = true;
   config_.agent = true;  // the stream speaks the agent's protocol
 }

@@ -102,7 +102,7 @@ void DockerMachine::create_container(OpId id, bool pulled, Instant now) {
   const auto wall = wall_at(now);
   const std::int64_t created =
       wall ? std::chrono::duration_cast<std::chrono::seconds>(wall->time_since_epoch()).count() : 0;
-  exec_user_ = agent_user(config_, *options_);
+  exec_user_ = agent_user(config_);
   call(id, "POST", path("/containers/create"), create_body(config_, *options_, created),
        [this, id, pulled](Result<Reply> r, Instant t) {
          if (r && r.value().status == 201) {
@@ -221,15 +221,11 @@ void DockerMachine::handle_owners_gone(std::vector<std::string> gone, Instant) {
 // The owner lease: the container's stdin, attached before start and held open for the
 // machine's life. When this process dies, the stream closes and the container ends.
 void DockerMachine::attach_lease(OpId id, Instant) {
-  http::Request req;
-  req.method = "POST";
   // With the agent, the same stream carries its protocol both ways.
-  req.target = path(
+  const std::string target = path(
       "/containers/" + container_ +
       (config_.agent ? "/attach?stream=1&stdin=1&stdout=1&stderr=1" : "/attach?stream=1&stdin=1"));
-  req.headers = {
-      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
-  const ConnId conn = send(id, std::move(req), [this, id](Result<Reply> r, Instant t) {
+  lease_ = upgrade(id, target, {}, [this, id](Result<Reply> r, Instant t) {
     if (create_abandoned(id, t)) return;
     if (!r || r.value().status != 101) {
       const std::string why = r ? r.value().message() : r.problem().detail;
@@ -238,8 +234,6 @@ void DockerMachine::attach_lease(OpId id, Instant) {
     }
     start_container(id, t);
   });
-  http_.find(conn)->may_upgrade = true;
-  lease_ = conn;
 }
 
 void DockerMachine::start_container(OpId id, Instant now) {

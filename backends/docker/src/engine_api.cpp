@@ -17,14 +17,13 @@ const std::string_view kListScript =
     R"sh(printf '%s/%s/' "$t" "$(wc -c < "$f" 2>/dev/null || echo 0)"; )sh"
     R"sh(printf '%s\0' "$f"; done)sh";
 
-std::string agent_user(const Config& config, const CreateOptions& o) {
+std::string agent_user(const Config& config) {
   // With the agent and a user that is not root, the agent stays root (no capabilities but
   // the three it needs to start and signal the user's processes) and runs every command as
   // the user: the user's processes cannot signal, trace or read it.
   const std::string& user = config.user;
   const bool root_user =
       user == "0" || user == "root" || user.starts_with("0:") || user.starts_with("root:");
-  (void)o;
   return config.agent && !user.empty() && !root_user ? user : std::string();
 }
 
@@ -35,7 +34,7 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   const bool agent = config_.agent;
   const bool attach = lease || agent;
   const auto secs = std::max<std::int64_t>(1, o.lifetime.count());
-  const std::string user = agent_user(config_, o);
+  const std::string user = agent_user(config_);
   const bool agent_as_root = !user.empty();
   JsonWriter w;
   w.begin_object();

@@ -149,28 +149,22 @@ void DockerMachine::erase_exec(std::uint64_t key) {
 
 void DockerMachine::start_exec(std::uint64_t key) {
   Exec& e = execs_.at(key);
-  http::Request req;
-  req.method = "POST";
-  req.target = path("/exec/" + e.id + "/start");
-  req.headers = {
-      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
-  req.body = R"({"Detach":false,"Tty":false})";
   // A plain reply instead of the 101 means the daemon did not start it.
-  const ConnId conn = send(e.op, std::move(req), [this, key](Result<Reply> r, Instant t) {
-    if (!r) return exec_failed(key, r.problem(), t);
-    if (r.value().status == 404 || r.value().status == 409) {
-      gone_ = true;
-      return exec_failed(key, gone_problem(), t);
-    }
-    exec_failed(key,
-                Problem{errc::ExecutionFailed,
-                        "the Docker engine did not start the exec: " + r.value().message(),
-                        {}},
-                t);
-  });
-  backend::Exchange& x = *http_.find(conn);
-  x.may_upgrade = true;
-  x.tag = key;
+  const ConnId conn = upgrade(
+      e.op, path("/exec/" + e.id + "/start"), std::string(kExecStart),
+      [this, key](Result<Reply> r, Instant t) {
+        if (!r) return exec_failed(key, r.problem(), t);
+        if (r.value().status == 404 || r.value().status == 409) {
+          gone_ = true;
+          return exec_failed(key, gone_problem(), t);
+        }
+        exec_failed(key,
+                    Problem{errc::ExecutionFailed,
+                            "the Docker engine did not start the exec: " + r.value().message(),
+                            {}},
+                    t);
+      });
+  http_.find(conn)->tag = key;
   e.conn = conn;
 }
 

@@ -247,6 +247,18 @@ ConnId DockerMachine::send(OpId op, http::Request req, Then then) {
   return send_wire(op, req.method, req.target, std::move(pieces), std::move(then));
 }
 
+ConnId DockerMachine::upgrade(OpId op, std::string target, std::string body, Then then) {
+  http::Request req;
+  req.method = "POST";
+  req.target = std::move(target);
+  req.headers = {
+      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
+  req.body = std::move(body);
+  const ConnId conn = send(op, std::move(req), std::move(then));
+  http_.find(conn)->may_upgrade = true;
+  return conn;
+}
+
 // A request already written (head and body, in pieces) on a connection of its own.
 ConnId DockerMachine::send_wire(OpId op, std::string_view method, std::string_view target,
                                 std::vector<Bytes> wire, Then then) {

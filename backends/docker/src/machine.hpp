@@ -57,7 +57,7 @@ struct ExecDone {
                                       std::int64_t created_unix);
 /// The user the agent runs the sandbox's commands as while it stays root itself; empty when
 /// the container runs as its User (no agent, no user, or root).
-[[nodiscard]] std::string agent_user(const Config& config, const CreateOptions& options);
+[[nodiscard]] std::string agent_user(const Config& config);
 /// The label that keeps agent_user() for execs of later connect()s.
 inline constexpr std::string_view kUserLabel = "io.sandboxio.user";
 /// The body of POST /containers/{id}/exec.
@@ -82,6 +82,8 @@ using backend::missing_file;
 /// Lists a directory on a tmpfs mount as records "TYPE/SIZE/NAME\0".
 extern const std::string_view kListScript;
 
+/// The body of POST /exec/ID/start: the exec's streams on this connection, no TTY.
+inline constexpr std::string_view kExecStart = R"({"Detach":false,"Tty":false})";
 /// Where sandboxio-agent lives in a container.
 inline constexpr std::string_view kAgentPath = "/.sandboxio/agent";
 /// The root-only directory of the agent's socket for bridge sessions (a tmpfs).
@@ -184,6 +186,9 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::string path(const std::string& rest) const { return std::string(kApi) + rest; }
   ConnId call(OpId op, std::string method, std::string target, Bytes body, Then then);
   ConnId send(OpId op, http::Request req, Then then);
+  /// POST `target` asking to take the connection over (attach, exec start): 101 makes it the
+  /// raw stream; `then` sees any other reply.
+  ConnId upgrade(OpId op, std::string target, std::string body, Then then);
   ConnId send_wire(OpId op, std::string_view method, std::string_view target,
                    std::vector<Bytes> wire, Then then);
   /// PUT .../archive?path=/ of one file, after the directory entries in `dirs`; the content
