@@ -67,8 +67,14 @@ TEST(DockerRestart, DockerdKilledMidExecThenStartedAgain) {
       std::printf("after the restart, run() failed with %s\n", e.what());
     }
   }  // the handle's teardown removes what is left
-  EXPECT_TRUE(sandboxio::testing::none_left_within(30s))
-      << "container " << id << " was left behind";
+  if (!sandboxio::testing::none_left_within(30s)) {
+    // What the engine says about it, and what its log says (scripts/docker-env writes the log).
+    ADD_FAILURE() << "container " << id << " was left behind:\n"
+                  << sandboxio::testing::capture(
+                         "docker inspect --format '{{.State.Status}} {{.State.Error}}' " + id +
+                         " 2>&1; grep " + id.substr(0, 12) +
+                         " /var/log/sandboxio-dockerd.log 2>/dev/null | tail -20");
+  }
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // A step that comes back after a timeout or cancel removes what exists (create_abandoned); a
 // start that fails removes the container (remove_after_failed_start). connect: GET .../json,
 // managed and running --> Done; when the agent is the container's init, first a bridge session
-// to it (agent.cpp, open_bridge). kill: DELETE ...?force=1 (409: POST .../wait?condition=removed).
+// to it (agent.cpp, open_bridge). kill: DELETE ...?force=1; a 409 waits with
+// POST .../wait?condition=removed and then asks again (delete_until_gone).
 #include <algorithm>
 
 #include "machine.hpp"
@@ -266,23 +267,29 @@ void DockerMachine::remove_after_failed_start(OpId id, const std::string& why, I
 }
 
 void DockerMachine::remove_container(OpId id, Instant) {
-  const std::string cid = container_;
   gone_ = true;
   drop_lease();
+  delete_until_gone(id, container_, kRemoveAttempts);
+}
+
+// DELETE ?force=1, then make sure. A 409 means a removal is already under way (AutoRemove after
+// the lease closed, or the daemon's own clean-up after a restart): wait for it, then ask again,
+// because a removal that fails leaves the container "dead" but present, and a dead container
+// still counts as a leak. kill() returns once the daemon says the container is gone.
+void DockerMachine::delete_until_gone(OpId id, std::string cid, int attempts) {
   call(id, "DELETE", path("/containers/" + cid + "?force=1&v=1"), {},
-       [this, id, cid](Result<Reply> r, Instant t) {
+       [this, id, cid, attempts](Result<Reply> r, Instant t) {
          if (!alive(id)) return;
          if (!r) return void(fail(id, r.problem(), t));
          const int s = r.value().status;
          if (s == 204 || s == 200 || s == 404) return void(complete(id, std::monostate{}, t));
-         if (s != 409) return void(fail(id, daemon_error(r.value()), t));
-         // 409: the removal is already under way (AutoRemove after the lease closed). kill()
-         // returns once the container is really gone.
+         if (s != 409 || attempts <= 1) return void(fail(id, daemon_error(r.value()), t));
          call(id, "POST", path("/containers/" + cid + "/wait?condition=removed"), {},
-              [this, id](Result<Reply> w, Instant t2) {
+              [this, id, cid, attempts](Result<Reply> w, Instant t2) {
                 if (!alive(id)) return;
                 if (!w) return void(fail(id, w.problem(), t2));
-                complete(id, std::monostate{}, t2);  // 200 (removed) or 404 (already gone)
+                if (w.value().status == 404) return void(complete(id, std::monostate{}, t2));
+                delete_until_gone(id, cid, attempts - 1);
               });
        });
 }

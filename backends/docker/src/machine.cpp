@@ -3,7 +3,8 @@
 //
 // States of the operations here:
 //   info:  GET /containers/{id}/json -> Done(SandboxInfo) | Failed
-//   kill:  DELETE /containers/{id} -> Done; 409 (removal under way) -> POST .../wait -> Done
+//   kill:  DELETE /containers/{id} -> Done; 409 (removal under way) -> POST .../wait -> DELETE
+//          again, at most three times (create.cpp, delete_until_gone)
 #include "machine.hpp"
 
 #include "sandboxio/codec/json.hpp"

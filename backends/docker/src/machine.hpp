@@ -207,6 +207,8 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   void start_container(OpId id, Instant now);
   void remove_after_failed_start(OpId id, const std::string& why, Instant now);
   void remove_container(OpId id, Instant now);
+  void delete_until_gone(OpId id, std::string cid, int attempts);
+  static constexpr int kRemoveAttempts = 3;
 
   // files.cpp
   Problem archive_problem(const std::string& file, const Reply& r) const;
