@@ -50,6 +50,13 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       round_trip<CodeDone>(f.payload);
       if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize)
         std::abort();
+      // The agent's one-copy output path writes exactly the frame the message would make.
+      if (auto o = Output::decode(f.payload)) {
+        std::string queued = "already queued";
+        append_output(queued, f.channel, o.value().stream, o.value().data);
+        if (queued != "already queued" + frame(Type::Output, f.channel, o.value().encode()))
+          std::abort();
+      }
     });
     if (!ok) break;
     rest.remove_prefix(std::min(split, rest.size()));

@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,13 @@ using Key = std::uint64_t;
 [[nodiscard]] constexpr std::uint32_t channel_of(Key key) {
   return static_cast<std::uint32_t>(key);
 }
+/// Pipes the agent reads output from (and its own stdout) get this much room, so that a
+/// command writes, and the agent reads, in large pieces with few wake-ups.
+inline constexpr int kPipeSize = 1 << 20;
+/// One read from a pipe or a file: the agent's only buffer for them.
+[[nodiscard]] std::span<char> io_buffer();
+/// Gives the pipe (or FIFO) at `fd` kPipeSize of room; where the kernel refuses, it keeps its own.
+void widen_pipe(int fd);
 /// The host-bound queue stops taking output from pipes and files past this many bytes.
 inline constexpr std::size_t kOutboxHigh = std::size_t{4} << 20;
 /// After a command's main process exits, how long its pipes may stay open (held by a
@@ -155,6 +163,8 @@ class Agent {
   // main.cpp
   /// Queues a frame for the session `channel` belongs to; nothing when that session ended.
   void send(Type type, Key channel, std::string_view payload = {});
+  /// An Output frame of `data` for `channel`, copied once, into its session's queue.
+  void send_output(Key channel, agent::StreamId stream, std::string_view data);
   /// A line for every session.
   void log(const std::string& line);
   /// Whether the session `channel` belongs to may take more output (true once it is gone, so

@@ -278,7 +278,7 @@ void Agent::read_events(Kernel& k) {
 
 void Agent::pump_kernel(Kernel& k) {
   Cell* cell = k.sent && !k.cells.empty() ? &k.cells.front() : nullptr;
-  char buf[agent::kChunk];
+  const std::span<char> buf = io_buffer();
   for (int* fd : {&k.proc.out_fd, &k.proc.err_fd}) {
     const bool is_out = fd == &k.proc.out_fd;
     std::uint64_t* drain = cell ? (is_out ? &cell->drain_out : &cell->drain_err) : nullptr;
@@ -287,19 +287,17 @@ void Agent::pump_kernel(Kernel& k) {
       continue;
     }
     if (!room(k.proc.channel)) continue;
-    std::uint64_t want = sizeof buf;
+    std::uint64_t want = buf.size();
     if (cell) {
       want = std::min(want, cell->credit);
       if (cell->done) want = std::min(want, *drain);
       if (want == 0) continue;
     }
-    const ssize_t n = ::read(*fd, buf, want);
+    const ssize_t n = ::read(*fd, buf.data(), want);
     if (n > 0) {
       if (!cell) continue;  // between cells (a thread still printing): nobody to tell
-      agent::Output o;
-      o.stream = is_out ? agent::StreamId::Stdout : agent::StreamId::Stderr;
-      o.data.assign(buf, static_cast<std::size_t>(n));
-      send(Type::Output, cell->channel, o.encode());
+      send_output(cell->channel, is_out ? agent::StreamId::Stdout : agent::StreamId::Stderr,
+                  std::string_view(buf.data(), static_cast<std::size_t>(n)));
       cell->credit -= static_cast<std::uint64_t>(n);
       if (cell->done) *drain -= std::min<std::uint64_t>(*drain, static_cast<std::uint64_t>(n));
     } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {

@@ -94,10 +94,10 @@ void Agent::read_file(Key channel, const agent::PathRequest& r) {
 
 bool Agent::pump_read(Key channel, Transfer& t) {
   if (t.fd < 0 || t.credit == 0) return false;
-  char buf[agent::kChunk];
-  const ssize_t n = ::read(t.fd, buf, std::min<std::uint64_t>(sizeof buf, t.credit));
+  const std::span<char> buf = io_buffer();
+  const ssize_t n = ::read(t.fd, buf.data(), std::min<std::uint64_t>(buf.size(), t.credit));
   if (n > 0) {
-    send(Type::FileData, channel, std::string_view(buf, static_cast<std::size_t>(n)));
+    send(Type::FileData, channel, std::string_view(buf.data(), static_cast<std::size_t>(n)));
     t.credit -= static_cast<std::uint64_t>(n);
     t.size += static_cast<std::uint64_t>(n);
     return true;

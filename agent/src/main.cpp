@@ -56,20 +56,36 @@ Agent::Agent(Options options) : options_(options), self_(::getpid()) {
   ::fcntl(1, F_SETFL, ::fcntl(1, F_GETFL) | O_NONBLOCK);
   ::fcntl(0, F_SETFD, FD_CLOEXEC);
   ::fcntl(1, F_SETFD, FD_CLOEXEC);
+  widen_pipe(1);  // the container's stdout FIFO: the owner's output leaves in large pieces
   Session& owner = sessions_[0];
   owner.in_fd = 0;
   owner.out_fd = 1;
 }
 
+std::span<char> io_buffer() {
+  static std::vector<char> buffer(agent::kChunk);
+  return buffer;
+}
+
+void widen_pipe(int fd) {
+  (void)::fcntl(fd, F_SETPIPE_SZ, kPipeSize);
+}
+
 void Agent::send(Type type, Key channel, std::string_view payload) {
   auto it = sessions_.find(session_of(channel));
   if (it == sessions_.end()) return;
-  it->second.outbox += agent::frame(type, channel_of(channel), payload);
+  agent::append_frame(it->second.outbox, type, channel_of(channel), payload);
+}
+
+void Agent::send_output(Key channel, agent::StreamId stream, std::string_view data) {
+  auto it = sessions_.find(session_of(channel));
+  if (it == sessions_.end()) return;
+  agent::append_output(it->second.outbox, channel_of(channel), stream, data);
 }
 
 void Agent::log(const std::string& line) {
   for (auto& [id, session] : sessions_)
-    session.outbox += agent::frame(Type::Log, 0, line);
+    agent::append_frame(session.outbox, Type::Log, 0, line);
 }
 
 bool Agent::room(Key channel) const {
@@ -256,7 +272,7 @@ void Agent::on_frame(std::uint32_t session, Frame f) {
 }
 
 void Agent::pump_session(std::uint32_t id, const pollfd& in, const pollfd& out) {
-  static std::vector<char> buffer(std::size_t{64} << 10);
+  static std::vector<char> buffer(agent::kChunk);  // not io_buffer(): frames may use that
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
   Session& s = it->second;

@@ -113,6 +113,8 @@ std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::stri
     close_all();
     return std::nullopt;
   }
+  widen_pipe(out[0]);
+  widen_pipe(err[0]);
   // The sandbox's environment (the agent's own, as the image and create() set it) with the
   // command's variables over it.
   std::vector<std::string> argv_s = s.argv, env_s;
@@ -283,17 +285,15 @@ void Agent::credit(Key channel, std::uint32_t bytes) {
 }
 
 bool Agent::pump_output(Proc& p) {
-  char buf[agent::kChunk];
+  const std::span<char> buf = io_buffer();
   bool moved = false;
   for (int* fd : {&p.out_fd, &p.err_fd}) {
     if (*fd < 0 || p.credit == 0) continue;
-    const std::size_t want = std::min<std::uint64_t>(sizeof buf, p.credit);
-    const ssize_t n = ::read(*fd, buf, want);
+    const std::size_t want = std::min<std::uint64_t>(buf.size(), p.credit);
+    const ssize_t n = ::read(*fd, buf.data(), want);
     if (n > 0) {
-      agent::Output o;
-      o.stream = fd == &p.out_fd ? agent::StreamId::Stdout : agent::StreamId::Stderr;
-      o.data.assign(buf, static_cast<std::size_t>(n));
-      send(Type::Output, p.channel, o.encode());
+      send_output(p.channel, fd == &p.out_fd ? agent::StreamId::Stdout : agent::StreamId::Stderr,
+                  std::string_view(buf.data(), static_cast<std::size_t>(n)));
       p.credit -= static_cast<std::uint64_t>(n);
       moved = true;
     } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {

@@ -196,13 +196,35 @@ std::string_view to_string(Type t) noexcept {
 }
 
 std::string frame(Type type, std::uint32_t channel, std::string_view payload) {
-  Writer w;
-  w.u32(static_cast<std::uint32_t>(payload.size()))
-      .u8(static_cast<std::uint8_t>(type))
-      .u32(channel);
-  std::string out = w.take();
-  out.append(payload);
+  std::string out;
+  append_frame(out, type, channel, payload);
   return out;
+}
+
+void append_frame(std::string& out, Type type, std::uint32_t channel, std::string_view payload) {
+  const auto size = static_cast<std::uint32_t>(payload.size());
+  const char header[kHeaderSize] = {
+      static_cast<char>(size >> 24),    static_cast<char>(size >> 16),
+      static_cast<char>(size >> 8),     static_cast<char>(size),
+      static_cast<char>(type),          static_cast<char>(channel >> 24),
+      static_cast<char>(channel >> 16), static_cast<char>(channel >> 8),
+      static_cast<char>(channel)};
+  out.append(header, kHeaderSize);
+  out.append(payload);
+}
+
+void append_output(std::string& out, std::uint32_t channel, StreamId stream,
+                   std::string_view data) {
+  const char tag = static_cast<char>(stream);
+  append_frame(out, Type::Output, channel, std::string_view(&tag, 1));
+  // The header says one byte; the data follows it: fix the length to the whole payload.
+  const auto size = static_cast<std::uint32_t>(1 + data.size());
+  char* length = out.data() + out.size() - 1 - kHeaderSize;
+  length[0] = static_cast<char>(size >> 24);
+  length[1] = static_cast<char>(size >> 16);
+  length[2] = static_cast<char>(size >> 8);
+  length[3] = static_cast<char>(size);
+  out.append(data);
 }
 
 bool FrameReader::start_frame() {

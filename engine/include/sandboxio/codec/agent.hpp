@@ -29,8 +29,9 @@ inline constexpr std::uint32_t kVersion = 2;  // 2: code contexts
 inline constexpr std::size_t kHeaderSize = 9;
 /// The largest payload either side accepts; a bigger frame ends the session (SBX_E1803).
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;
-/// The most output bytes the agent puts in one Output frame.
-inline constexpr std::uint32_t kChunk = 64u << 10;
+/// The most bytes the agent puts in one Output or FileData frame (a quarter of the window:
+/// large reads, few wake-ups, and the window still holds four frames in flight).
+inline constexpr std::uint32_t kChunk = 256u << 10;
 /// The output window a process starts with when the host gives none: the agent reads no more
 /// of its pipes than this many bytes ahead of the host's Credit.
 inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
@@ -81,6 +82,8 @@ struct Frame {
 
 /// One frame on the wire. Payloads over kMaxPayload are the caller's mistake.
 [[nodiscard]] std::string frame(Type type, std::uint32_t channel, std::string_view payload = {});
+/// The same frame, appended to `out` (a send queue) without a temporary.
+void append_frame(std::string& out, Type type, std::uint32_t channel, std::string_view payload);
 
 /// Splits a byte stream into frames; frames over `max_payload` set a sticky error.
 class FrameReader {
@@ -183,8 +186,13 @@ struct Output {
   StreamId stream = StreamId::Stdout;
   std::string data{};
   [[nodiscard]] std::string encode() const;
+  // append_output() below writes the same frame straight into a send queue.
   [[nodiscard]] static Result<Output> decode(std::string_view payload);
 };
+
+/// frame(Type::Output, channel, Output{stream, data}.encode()), appended to `out` with one
+/// copy of `data`: the agent's path for every byte of output.
+void append_output(std::string& out, std::uint32_t channel, StreamId stream, std::string_view data);
 
 struct Exit {
   enum class How : std::uint8_t { Exited = 0, Signalled = 1, StartFailed = 2 };
