@@ -227,6 +227,9 @@ class Agent {
   void write_file(Key channel, const agent::PathRequest& r);
   void file_data(Key channel, std::string data);
   void file_end(Key channel);
+  /// A Signal on a transfer's channel: it ends there, with no further frame (a write leaves
+  /// the old file as it was).
+  bool cancel_transfer(Key channel);
   void list_dir(Key channel, const agent::PathRequest& r);
   void stat_path(Key channel, const agent::PathRequest& r);
   void make_dir(Key channel, const agent::PathRequest& r);

@@ -84,6 +84,13 @@ void Agent::read_file(Key channel, const agent::PathRequest& r) {
     ::close(fd);
     return fail(channel, error, r.path);
   }
+  // The file as opened, first: the host sizes its buffer once (and refuses a file too large
+  // for it before any of it travels).
+  agent::Entries opened;
+  const auto slash = r.path.rfind('/');
+  opened.entries.push_back(
+      entry_of(slash == std::string::npos ? r.path : r.path.substr(slash + 1), st));
+  send(Type::Entries, channel, opened.encode());
   Transfer t;
   t.reading = true;
   t.fd = fd;
@@ -181,6 +188,16 @@ void Agent::file_end(Key channel) {
     return fail(channel, error, t.path);
   }
   send(Type::Done, channel, agent::Done{t.size}.encode());
+}
+
+bool Agent::cancel_transfer(Key channel) {
+  auto it = transfers_.find(channel);
+  if (it == transfers_.end()) return false;
+  Transfer& t = it->second;
+  if (t.fd >= 0) ::close(t.fd);
+  if (!t.reading && !t.failed) ::unlink(t.temp.c_str());
+  transfers_.erase(it);
+  return true;
 }
 
 void Agent::list_dir(Key channel, const agent::PathRequest& r) {

@@ -56,7 +56,8 @@ Agent::Agent(Options options) : options_(options), self_(::getpid()) {
   ::fcntl(1, F_SETFL, ::fcntl(1, F_GETFL) | O_NONBLOCK);
   ::fcntl(0, F_SETFD, FD_CLOEXEC);
   ::fcntl(1, F_SETFD, FD_CLOEXEC);
-  widen_pipe(1);  // the container's stdout FIFO: the owner's output leaves in large pieces
+  widen_pipe(0);  // the container's stdin and stdout: the owner's frames come and go
+  widen_pipe(1);  // in large pieces
   Session& owner = sessions_[0];
   owner.in_fd = 0;
   owner.out_fd = 1;

@@ -271,7 +271,7 @@ bool Agent::channel_in_use(Key channel) const {
 }
 
 void Agent::signal(Key channel, const agent::Signal& s) {
-  if (signal_cell(channel, s)) return;
+  if (signal_cell(channel, s) || cancel_transfer(channel)) return;
   auto it = procs_.find(channel);
   if (it == procs_.end()) return;
   if (s.tree) return kill_tree(it->second, s.signo);

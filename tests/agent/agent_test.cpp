@@ -473,6 +473,9 @@ TEST_P(AgentTest, FilesRoundTripInChunksAndFailuresAreCoded) {
   r.path = w.path;
   r.window = 200000;
   c->send(Type::ReadFile, 2, r.encode());
+  auto opened = c->next_on(2);  // the size comes first, so the host allocates once
+  ASSERT_TRUE(opened && opened->type == Type::Entries);
+  EXPECT_EQ(agent::Entries::decode(opened->payload).value().entries.at(0).size, data.size());
   std::string back;
   for (;;) {
     auto f = c->next_on(2);
@@ -508,6 +511,28 @@ TEST_P(AgentTest, FilesRoundTripInChunksAndFailuresAreCoded) {
             sandboxio::errc::FileNotFound);
   EXPECT_EQ(failure(Type::ReadFile, 5, "/tmp/sbx-agent-test"), sandboxio::errc::IsADirectory);
   EXPECT_EQ(failure(Type::ListDir, 6, w.path), sandboxio::errc::NotADirectory);
+
+  // A Signal cancels a transfer: the read stops and its channel is free again; the write
+  // leaves neither the target nor its temporary file.
+  agent::PathRequest slow = r;
+  slow.window = 1000;
+  c->send(Type::ReadFile, 9, slow.encode());
+  ASSERT_EQ(c->next_on(9)->type, Type::Entries);
+  ASSERT_EQ(c->next_on(9)->payload.size(), 1000u);
+  c->send(Type::Signal, 9, agent::Signal{false, 0}.encode());
+  c->send(Type::ReadFile, 9, slow.encode());
+  auto again = c->next_on(9);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->type, Type::Entries) << "the cancelled read still holds its channel";
+  c->send(Type::Signal, 9, agent::Signal{false, 0}.encode());
+  agent::PathRequest partial;
+  partial.path = "/tmp/sbx-agent-test/deep/partial.bin";
+  c->send(Type::WriteFile, 10, partial.encode());
+  c->send(Type::FileData, 10, "half of it");
+  c->send(Type::Signal, 10, agent::Signal{false, 0}.encode());
+  EXPECT_EQ(failure(Type::Stat, 11, partial.path), sandboxio::errc::FileNotFound);
+  EXPECT_EQ(failure(Type::Stat, 12, "/tmp/sbx-agent-test/deep/.sandboxio-upload-10"),
+            sandboxio::errc::FileNotFound);
 
   agent::PathRequest rm;
   rm.path = "/tmp/sbx-agent-test";

@@ -187,6 +187,25 @@ TEST(DockerAgent, ATimedOutCommandLeavesNothingBehindAndTheNextRunWorks) {
   EXPECT_EQ(sb.read_file("/tmp/after"), "still here");
 }
 
+// The agent says a file's size before its bytes: one that read_file() cannot keep (over 2 GiB)
+// is refused at once, before any of it travels, and the session goes on.
+TEST(DockerAgent, AFileTooLargeToReadIsRefusedBeforeItTravels) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  ASSERT_EQ(sh(sb, "truncate -s 3G /tmp/huge && echo made"), "made\n");  // sparse: no disk
+  const auto t = std::chrono::steady_clock::now();
+  try {
+    (void)sb.read_file("/tmp/huge");
+    FAIL() << "read_file() returned a 3 GiB file";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::OutputLimitExceeded) << e.what();
+  }
+  // 3 GiB through dockerd takes seconds; a refusal on the size alone takes a round trip.
+  EXPECT_LT(std::chrono::steady_clock::now() - t, 2s);
+  sb.write_file("/tmp/small", "fine");
+  EXPECT_EQ(sb.read_file("/tmp/small"), "fine");
+}
+
 // ---- code contexts ----
 
 TEST(DockerAgent, CodeContextsKeepStateAndReturnRichValuesAndExceptions) {

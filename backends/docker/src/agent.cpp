@@ -27,7 +27,7 @@ namespace sandboxio::docker::detail {
 namespace {
 
 /// Bytes of a write_file per FileData frame.
-constexpr std::size_t kWriteChunk = std::size_t{256} << 10;
+constexpr std::size_t kWriteChunk = agent::kChunk;
 
 Problem agent_problem(const std::string& what) {
   return Problem{errc::RemoteProtocolViolation, "sandboxio-agent: " + what,
@@ -271,11 +271,29 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
   }
   switch (call.kind) {
     case AgentCall::Kind::Read:
-      if (f.type == Type::FileData) {
-        if (call.data.size() + f.payload.size() > kReadFileLimit) {
+      if (f.type == Type::Entries) {  // the file as the agent opened it: its size, first
+        auto opened = agent::Entries::decode(f.payload);
+        if (!opened) return malformed(opened.problem());
+        if (opened.value().entries.size() != 1 || !call.data.empty())
+          return malformed(agent_problem("a read that does not start with its one entry"));
+        const std::uint64_t size = opened.value().entries[0].size;
+        if (size > kReadFileLimit) {
+          agent_send(Type::Signal, f.channel, agent::Signal{false, 0}.encode());
           return malformed(Problem{errc::OutputLimitExceeded,
                                    call.path + " is larger than read_file() takes (2 GiB)",
-                                   {}});
+                                   "Stream it with stream({\"cat\", path}) instead."});
+        }
+        // Address space only until written: a size that lies costs nothing resident, and the
+        // limit above holds. A file still growing may need more.
+        call.data.reserve(static_cast<std::size_t>(size));
+        return;
+      }
+      if (f.type == Type::FileData) {
+        if (call.data.size() + f.payload.size() > kReadFileLimit) {  // it grew meanwhile
+          agent_send(Type::Signal, f.channel, agent::Signal{false, 0}.encode());
+          return malformed(Problem{errc::OutputLimitExceeded,
+                                   call.path + " is larger than read_file() takes (2 GiB)",
+                                   "Stream it with stream({\"cat\", path}) instead."});
         }
         call.data += f.payload;
         agent_send(Type::Credit, f.channel,

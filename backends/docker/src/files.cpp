@@ -24,7 +24,7 @@ OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now)
     const std::uint32_t channel = find_op(id)->channel;
     std::string_view rest = data;
     while (!rest.empty()) {
-      const std::size_t n = std::min<std::size_t>(rest.size(), std::size_t{256} << 10);
+      const std::size_t n = std::min<std::size_t>(rest.size(), agent::kChunk);
       agent_send(agent::Type::FileData, channel, rest.substr(0, n));
       rest.remove_prefix(n);
     }

@@ -25,7 +25,7 @@
 
 namespace sandboxio::agent {
 
-inline constexpr std::uint32_t kVersion = 2;  // 2: code contexts
+inline constexpr std::uint32_t kVersion = 3;  // 2: code contexts; 3: a read starts with its entry
 inline constexpr std::size_t kHeaderSize = 9;
 /// The largest payload either side accepts; a bigger frame ends the session (SBX_E1803).
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;
