@@ -45,6 +45,7 @@ int reap(const ReapArgs& a) {
   };
   std::vector<Row> rows;
   std::vector<std::string> problems;
+  std::vector<std::string> stale;  // listed by the backend, gone when asked to remove them
   bool failed = false;
   for (const auto& dsn : backends) {
     std::vector<ManagedSandbox> found;
@@ -64,6 +65,12 @@ int reap(const ReapArgs& a) {
         try {
           sync::remove_managed(dsn, r.m.id);
         } catch (const Error& e) {
+          if (e.code() == errc::SandboxNotFound) {
+            // Listed, yet not there: a stale entry in the engine's listing (dockerd 20.10
+            // keeps one when a removal races its own restore after a restart). Nothing is left.
+            stale.push_back(r.m.id);
+            continue;
+          }
           r.outcome = std::string("failed: ") + e.what();
           failed = true;
         }
@@ -94,6 +101,8 @@ int reap(const ReapArgs& a) {
   const Style out = style_for(stdout);
   for (const auto& p : problems)
     std::cerr << out.bad("error") << ": " << p << "\n";
+  for (const auto& id : stale)
+    std::cerr << "listed but already gone (a stale entry of the engine's listing): " << id << "\n";
   if (rows.empty()) {
     std::cout << "nothing to reap\n";
     return verdict;

@@ -185,7 +185,10 @@ inline std::vector<std::string> my_containers() {
   while (pos < out.size()) {
     std::size_t nl = out.find('\n', pos);
     if (nl == std::string::npos) nl = out.size();
-    if (nl > pos) ids.push_back(out.substr(pos, nl - pos));
+    // What the engine can still inspect: after a restart, dockerd 20.10 may keep a listing
+    // entry for a container it removed while restoring ("No such object" on inspect).
+    if (nl > pos && container_exists(out.substr(pos, nl - pos)))
+      ids.push_back(out.substr(pos, nl - pos));
     pos = nl + 1;
   }
   return ids;
