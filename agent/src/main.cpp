@@ -138,8 +138,14 @@ int Agent::poll_timeout(Clock::time_point now) const {
   for (const auto& [channel, p] : procs_) {
     if (p.exited_at) next = std::min(next, *p.exited_at + kDrainGrace);
   }
-  for (const auto& [id, s] : sessions_)
+  bool drained = true;
+  for (const auto& [id, s] : sessions_) {
     if (!s.input_open && s.queued() == 0 && id != 0) next = now;  // a bridge to end
+    drained = drained && s.queued() == 0;
+  }
+  // Ending, and the last process went while nothing was left to tell anyone (its session had
+  // gone): nothing would wake the loop before the deadline, so it looks again now.
+  if (ending_ && procs_.empty() && drained) next = now;
   if (!procs_.empty() || cells_running()) next = std::min(next, next_scan_);
   for (const auto& [channel, k] : kernels_)
     if (k.proc.status) next = now;  // python3 ended: report it and start it again
