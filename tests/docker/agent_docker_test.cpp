@@ -1,6 +1,7 @@
 // docker://IMAGE?agent=on beyond the contract suite: which path info() reports, a non-root
 // user's commands against the agent they run under, kills that hold, and code contexts.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -15,6 +16,12 @@ using sandboxio::testing::kBusyboxImage;
 using sandboxio::testing::kPythonImage;
 
 const std::string kDsn = std::string("docker://") + kPythonImage;
+const std::string kAgent = "sandboxio-agent 0.1.0";
+// How a handle reaches the agent of a sandbox on this (local) engine: straight to its socket
+// when this process is root, like the engine; otherwise the owner's attach stream, and for
+// connect() a bridge exec.
+const std::string kOwnerRoute = ::geteuid() == 0 ? " (direct socket)" : " (attach stream)";
+const std::string kConnectRoute = ::geteuid() == 0 ? " (direct socket)" : " (bridge exec)";
 
 std::string sh(sandboxio::sync::Sandbox& sb, const std::string& script) {
   const auto r = sb.run({"sh", "-c", script});
@@ -34,13 +41,19 @@ sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeCo
 TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {
   SBX_REQUIRE_ENGINE();
   auto on = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
-  EXPECT_EQ(on.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(on.info().agent, kAgent + kOwnerRoute);
+  auto attach = sandboxio::sync::Sandbox::create(kDsn + "?agent=attach");
+  EXPECT_EQ(attach.info().agent, kAgent + " (attach stream)");
+  EXPECT_EQ(attach.run({"sh", "-c", "exit 200"}).exit_code, 200);
   auto off = sandboxio::sync::Sandbox::create(kDsn + "?agent=off");
   EXPECT_EQ(off.info().agent, "");
   // A handle from connect() speaks to the same agent through a bridge session; ?agent=off
   // keeps it to the daemon's exec. Each says which.
   auto again = sandboxio::sync::Sandbox::connect(kDsn, on.id());
-  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(again.info().agent, kAgent + kConnectRoute);
+  auto bridged = sandboxio::sync::Sandbox::connect(kDsn + "?agent=attach", on.id());
+  EXPECT_EQ(bridged.info().agent, kAgent + " (bridge exec)");
+  EXPECT_EQ(bridged.run({"true"}).exit_code, 0);
   EXPECT_EQ(again.run({"sh", "-c", "exit 200"}).termination, sandboxio::Termination::Exited);
   auto plain = sandboxio::sync::Sandbox::connect(kDsn + "?agent=off", on.id());
   EXPECT_EQ(plain.info().agent, "");
@@ -61,13 +74,13 @@ TEST(DockerAgent, ASandboxThatOutlivesItsOwnerIsReattachedThroughItsAgent) {
     o.outlive_owner = true;
     o.lifetime = 120s;
     auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on", o);
-    EXPECT_EQ(sb.info().agent, "sandboxio-agent 0.1.0");
+    EXPECT_EQ(sb.info().agent, kAgent + kOwnerRoute);
     id = sb.id();
     sb.write_file("/tmp/kept", "state");
   }
   ASSERT_TRUE(sandboxio::testing::container_exists(id)) << "the sandbox ended with its owner";
   auto again = sandboxio::sync::Sandbox::connect(kDsn, id);
-  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(again.info().agent, kAgent + kConnectRoute);
   EXPECT_EQ(again.read_file("/tmp/kept"), "state");
   const auto r = again.run({"sh", "-c", "echo $PPID; exit 201"});
   EXPECT_EQ(r.exit_code, 201);
@@ -95,11 +108,61 @@ TEST(DockerAgent, ASandboxThatOutlivesItsOwnerIsReattachedThroughItsAgent) {
   again.kill();
 }
 
+// The direct socket is trusted only when the process listening on it is the container's
+// init. Root in the sandbox can put another listener at the agent's path; connect() must then
+// not talk to it from the host: it falls back (a bridge exec, which the impostor ends, and
+// then the daemon's exec) and the impostor never sees a peer from outside the container.
+TEST(DockerAgent, AnImpostorAtTheAgentsSocketIsNotTrusted) {
+  SBX_REQUIRE_ENGINE();
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
+  const std::string impostor =
+      "import os, socket, struct\n"
+      "p = '/.sandboxio/run/agent.sock'\n"
+      "os.unlink(p)\n"
+      "s = socket.socket(socket.AF_UNIX)\n"
+      "s.bind(p)\n"
+      "s.listen(8)\n"
+      "open('/tmp/impostor.ready', 'w').close()\n"
+      "while True:\n"
+      "    c, _ = s.accept()\n"
+      "    pid = struct.unpack('3i', c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]\n"
+      "    c.settimeout(2)\n"
+      "    try:\n"
+      "        got = len(c.recv(65536))\n"
+      "    except OSError:\n"
+      "        got = -1\n"
+      "    with open('/tmp/impostor.log', 'a') as f:\n"
+      "        f.write('%d %d\\n' % (pid, got))\n"
+      "    c.close()\n";
+  sb.write_file("/tmp/impostor.py", impostor);
+  ASSERT_EQ(sh(sb,
+               "nohup python3 /tmp/impostor.py >/tmp/impostor.out 2>&1 & "
+               "for i in $(seq 100); do [ -e /tmp/impostor.ready ] && break; sleep 0.05; done; "
+               "[ -e /tmp/impostor.ready ] && echo listening"),
+            "listening\n");
+  auto again = sandboxio::sync::Sandbox::connect(kDsn, sb.id());
+  EXPECT_EQ(again.info().agent, "") << "connect() trusted a socket the agent does not serve";
+  EXPECT_EQ(again.run({"true"}).exit_code, 0);
+  // Each line: the peer's pid (0 for one outside the container's PID namespace, the host;
+  // the bridge exec is a process inside it) and the bytes it sent first. The host may find
+  // the impostor listening, but must send it nothing: no Hello, no command.
+  const std::string log = sb.read_file("/tmp/impostor.log");
+  EXPECT_NE(log.find(' '), std::string::npos) << "the impostor saw no connection: " << log;
+  for (std::size_t at = 0; at < log.size();) {
+    const std::size_t end = log.find('\n', at);
+    const std::string line = log.substr(at, end - at);
+    at = end == std::string::npos ? log.size() : end + 1;
+    if (line.starts_with("0 ")) {
+      EXPECT_EQ(line, "0 0") << "the host spoke to the impostor";
+    }
+  }
+}
+
 TEST(DockerAgent, RunsInAnImageWithoutPythonOrLibc) {
   SBX_REQUIRE_ENGINE();
   auto sb =
       sandboxio::sync::Sandbox::create(std::string("docker://") + kBusyboxImage + "?agent=on");
-  EXPECT_EQ(sb.info().agent, "sandboxio-agent 0.1.0");
+  EXPECT_EQ(sb.info().agent, kAgent + kOwnerRoute);
   const auto r = sb.run({"sh", "-c", "echo $$; exit 201"});
   EXPECT_EQ(r.exit_code, 201) << "an exit code above 128 is an exit code";
   EXPECT_EQ(r.termination, sandboxio::Termination::Exited);
@@ -160,7 +223,7 @@ TEST(DockerAgent, ANonRootUsersCommandsCannotReachTheAgent) {
   EXPECT_NE(sh(sb, "echo $HOME"), "/root\n");
   // Another process's handle (the daemon's exec) runs as the user too, never as root.
   auto again = sandboxio::sync::Sandbox::connect(kDsn, sb.id());
-  EXPECT_EQ(again.info().agent, "sandboxio-agent 0.1.0") << "connect() went through a bridge";
+  EXPECT_EQ(again.info().agent, kAgent + kConnectRoute);
   EXPECT_EQ(again.run({"id", "-u"}).stdout_bytes, "65534\n");
   // The bridge admits root only: the user's commands cannot open a session of their own.
   const auto bridge = sb.run({"sh", "-c", "echo | /.sandboxio/agent --bridge; echo rc=$?"});

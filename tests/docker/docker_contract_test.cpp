@@ -1,6 +1,7 @@
 // The whole contract suite on docker:// against the real engine: with the python test image
 // through the blocking and the Asio transports, on the daemon's exec path and through
-// sandboxio-agent (?agent=on); and through the agent on a busybox image (no python3, no libc).
+// sandboxio-agent (?agent=on: its direct socket where this process may reach it); and through
+// the agent over the attach stream on a busybox image (no python3, no libc).
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
@@ -57,10 +58,13 @@ class DockerContract : public ::testing::TestWithParam<std::tuple<std::string, s
         docker_target(sandboxio::contract::blocking_transport(), "?agent=on");
     static const Target asio_agent =
         docker_target(sandboxio::contract::asio_transport(), "?agent=on");
-    static const Target blocking_busybox = docker_target(
-        sandboxio::contract::blocking_transport(), "?agent=on", sandboxio::testing::kBusyboxImage);
+    // On busybox the agent is reached over the attach stream (?agent=attach), so the suite
+    // holds for that route too; on the python image, over its direct socket where it can.
+    static const Target blocking_busybox =
+        docker_target(sandboxio::contract::blocking_transport(), "?agent=attach",
+                      sandboxio::testing::kBusyboxImage);
     static const Target asio_busybox = docker_target(
-        sandboxio::contract::asio_transport(), "?agent=on", sandboxio::testing::kBusyboxImage);
+        sandboxio::contract::asio_transport(), "?agent=attach", sandboxio::testing::kBusyboxImage);
     if (via == "BlockingAgentBusybox") return blocking_busybox;
     if (via == "AsioAgentBusybox") return asio_busybox;
     if (via == "BlockingAgent") return blocking_agent;

@@ -11,6 +11,11 @@
 //   connect: GET .../json (the agent label) -> POST .../exec (--bridge) -> POST /exec/ID/start
 //            (101) -> Hello -> Welcome -> Done(SandboxInfo); no bridge session (a plain reply,
 //            or the bridge ends before the Welcome) -> Done without the agent (exec path)
+//   direct:  (a create, after the Welcome; a connect, from its GET .../json) the init's pid ->
+//            connect /proc/PID/root/.sandboxio/run/agent.sock, its listener checked to be that
+//            pid -> Hello -> Welcome -> Done; before the Welcome, any failure -> Done over the
+//            attach stream (create) or a bridge exec (connect). After it, every frame goes
+//            there; its end is the agent's, and so the container's.
 //   command: Start on a new channel [-> Stdin, StdinClose] -> Output... (credit granted as the
 //            consumer takes it) -> Exit -> Done(ExecResult); a timeout or cancel sends
 //            Signal(tree, SIGKILL) and the Exit that follows carries the forced termination
@@ -111,8 +116,106 @@ void DockerMachine::agent_hello(OpId id, Instant) {
 }
 
 void DockerMachine::agent_send(agent::Type type, std::uint32_t channel, std::string_view payload) {
-  if (lease_ == 0) return;
-  out_.push(request::Send{lease_, agent::frame(type, channel, payload)});
+  // A command starts only once every command being killed has exited, so that nothing it
+  // runs (a probe with pgrep, say) sees a process that was already told to die.
+  if (type == agent::Type::Start && !agent_killing_.empty()) held_channels_.insert(channel);
+  if (held_channels_.contains(channel)) {
+    held_.push_back(agent::frame(type, channel, payload));
+    return;
+  }
+  const ConnId to = direct_ready_ ? direct_ : lease_;
+  if (to == 0) return;
+  out_.push(request::Send{to, agent::frame(type, channel, payload)});
+}
+
+void DockerMachine::agent_killed(std::uint32_t channel) {
+  if (agent_killing_.erase(channel) == 0 || !agent_killing_.empty()) return;
+  held_channels_.clear();
+  const ConnId to = direct_ready_ ? direct_ : lease_;
+  for (Bytes& frame : held_)
+    if (to != 0) out_.push(request::Send{to, std::move(frame)});
+  held_.clear();
+}
+
+void DockerMachine::find_direct(OpId id, Instant) {
+  direct_for_ = id;
+  call(id, "GET", path("/containers/" + container_ + "/json"), {},
+       [this, id](Result<Reply> r, Instant t) {
+         if (!alive(id)) return;
+         std::int64_t pid = 0;
+         if (r && r.value().status == 200) {
+           auto doc = json::parse(r.value().body);
+           const json::Value* state = doc ? doc.value().find("State") : nullptr;
+           pid = state ? state->int_at("Pid").value_or(0) : 0;
+         }
+         if (pid > 0) return open_direct(id, pid, t);
+         direct_for_ = 0;
+         agent_create_ = 0;
+         complete(id, docker_info(SandboxState::Running), t);
+       });
+}
+
+void DockerMachine::open_direct(OpId id, std::int64_t pid, Instant) {
+  direct_for_ = id;
+  Endpoint socket;
+  socket.kind = Endpoint::Kind::Unix;
+  socket.address =
+      "/proc/" + std::to_string(pid) + "/root" + std::string(kAgentRunDir) + "/agent.sock";
+  socket.peer_pid = pid;
+  direct_ = http_.start(id, socket, {agent::frame(agent::Type::Hello, 0, agent::Hello{}.encode())},
+                        {}, "the agent's socket " + socket.address);
+  http_.find(direct_)->upgraded = true;  // no HTTP on it: the agent's frames both ways
+}
+
+std::size_t DockerMachine::direct_bytes(std::string_view data, Instant now) {
+  std::vector<agent::Frame> frames;
+  direct_reader_.feed(data, [&](agent::Frame f) { frames.push_back(std::move(f)); });
+  for (auto& f : frames) {
+    if (f.channel != 0 || f.type != agent::Type::Welcome || direct_ready_) {
+      agent_frame(std::move(f), now);
+      continue;
+    }
+    auto w = agent::Welcome::decode(f.payload);
+    if (!w || w.value().version != agent::kVersion) {
+      direct_ended(std::nullopt, now);  // not an agent this library speaks with: the other way
+      return data.size();
+    }
+    welcome_ = std::move(w).value();
+    agent_ready_ = true;
+    direct_ready_ = true;
+    config_.agent = true;
+    const OpId id = direct_for_;
+    direct_for_ = 0;
+    agent_create_ = 0;
+    if (alive(id)) complete(id, docker_info(SandboxState::Running), now);
+  }
+  if (direct_ != 0 && direct_reader_.error()) direct_ended(*direct_reader_.error(), now);
+  return data.size();
+}
+
+void DockerMachine::direct_ended(std::optional<Problem> malformed, Instant now) {
+  if (direct_ != 0) http_.drop(direct_);
+  direct_ = 0;
+  direct_reader_ = agent::FrameReader{};
+  if (direct_ready_) {
+    direct_ready_ = false;
+    if (malformed) {  // as on the attach stream: the agent and this library disagree
+      agent_lost(*malformed, now);
+      return fail_machine(std::move(*malformed), now);
+    }
+    // The agent closes a session only on a malformed frame (it says so first, and the
+    // machine has failed then): otherwise its socket ends because the agent, the container's
+    // init, has ended, and the container with it. The attach stream says the same a moment
+    // later, through the engine.
+    gone_ = true;
+    return agent_lost(gone_problem(), now);
+  }
+  const OpId id = direct_for_;
+  direct_for_ = 0;
+  agent_create_ = 0;
+  if (!alive(id)) return;
+  if (agent_ready_) return complete(id, docker_info(SandboxState::Running), now);  // create
+  open_bridge(id, now);  // connect: the exec's way in
 }
 
 std::uint32_t DockerMachine::agent_call(AgentCall call) {
@@ -159,6 +262,9 @@ void DockerMachine::agent_lost(Problem problem, Instant now) {
   auto calls = std::move(calls_);
   calls_.clear();
   contexts_.clear();
+  agent_killing_.clear();  // what was held goes nowhere: its calls end below
+  held_channels_.clear();
+  held_.clear();
   for (auto& [channel, call] : calls) {
     Op* op = find_op(call.op);
     if (!op || call.kind == AgentCall::Kind::Ignore) continue;
@@ -199,6 +305,9 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
       }
       welcome_ = std::move(w).value();
       agent_ready_ = true;
+      if (alive(agent_create_) && !bridge_ && may_go_direct() && direct_for_ == 0) {
+        return find_direct(agent_create_, now);  // agent_create_ until that is settled
+      }
       if (alive(agent_create_)) {
         const OpId id = agent_create_;
         agent_create_ = 0;
@@ -213,6 +322,7 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
     }
     return;  // Pong, Log
   }
+  if (f.type == Type::Exit) agent_killed(f.channel);  // also for a call already forgotten
   auto it = calls_.find(f.channel);
   if (it == calls_.end()) return;  // a call that ended (cancelled): its last frames
   AgentCall& call = it->second;
@@ -395,6 +505,7 @@ void DockerMachine::agent_kill(OpId id, Termination why, Instant) {
   op->forced = why;
   // The agent kills every process the command started (it follows them through setsid,
   // double forks and cleared environments); the Exit that follows ends the operation.
+  if (!held_channels_.contains(op->channel)) agent_killing_.insert(op->channel);
   agent_send(agent::Type::Signal, op->channel, agent::Signal{true, SIGKILL}.encode());
 }
 

@@ -21,7 +21,10 @@ const OptionSpec kOptions[] = {
     {"read_only", OptionType::Bool, "read-only root filesystem"},
     {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
     {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
-    {"agent", OptionType::String, "on: run sandboxio-agent as the container's init; off (default)"},
+    {"agent", OptionType::String,
+     "on: run sandboxio-agent as the container's init (reached over a direct socket where the "
+     "client may, else the attach stream); attach: the same, always over the attach stream; "
+     "off (default)"},
 };
 
 // The agent binary, read once per path (it is a few MB and never changes under a process).
@@ -129,11 +132,12 @@ Result<Config> config_for(const Dsn& dsn) {
   }
   c.pull_missing = pull == "missing";
   const std::string agent = o.string("agent", "");
-  if (!agent.empty() && agent != "on" && agent != "off") {
-    return Problem{errc::InvalidOption, "agent=" + agent + " is not on or off", {}};
+  if (!agent.empty() && agent != "on" && agent != "off" && agent != "attach") {
+    return Problem{errc::InvalidOption, "agent=" + agent + " is not on, attach or off", {}};
   }
-  c.agent = agent == "on";
+  c.agent = agent == "on" || agent == "attach";
   c.bridge = agent != "off";
+  c.direct = agent != "attach";
   if (c.agent) {
     auto binary = load_agent();
     if (!binary) return binary.problem();

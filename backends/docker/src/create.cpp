@@ -3,9 +3,12 @@
 //   created --> POST .../attach (the owner lease, a 101 held open; not with outlive_owner)
 //           --> POST .../start --> Done(SandboxInfo)
 // A step that comes back after a timeout or cancel removes what exists (create_abandoned); a
-// start that fails removes the container (remove_after_failed_start). connect: GET .../json,
-// managed and running --> Done; when the agent is the container's init, first a bridge session
-// to it (agent.cpp, open_bridge). kill: DELETE ...?force=1; a 409 waits with
+// cancel during the pull closes it and ends at once (nothing exists yet); a start that fails
+// removes the container (remove_after_failed_start). With the agent, its Welcome is followed
+// by the direct socket where this client may reach it (agent.cpp, find_direct). connect:
+// GET .../json, managed and running --> Done; when the agent is the container's init, first a
+// session with it: its direct socket, else a bridge exec (agent.cpp, open_direct,
+// open_bridge). kill: DELETE ...?force=1; a 409 waits with
 // POST .../wait?condition=removed and then asks again (delete_until_gone).
 #include <algorithm>
 
@@ -73,7 +76,12 @@ OpId DockerMachine::submit_connect(std::string sandbox_id, const CreateOptions& 
          }
          if (auto u = labels->string_at(kUserLabel)) exec_user_ = std::string(*u);
          name_sandbox(container_, id);
-         if (config_.bridge && labels->string_at(kAgentLabel) == "on") return open_bridge(id, t);
+         if (config_.bridge && labels->string_at(kAgentLabel) == "on") {
+           // Straight to the agent's socket where this client may reach it, else a bridge exec.
+           const std::int64_t pid = state->int_at("Pid").value_or(0);
+           if (may_go_direct() && pid > 0) return open_direct(id, pid, t);
+           return open_bridge(id, t);
+         }
          complete(id, docker_info(SandboxState::Running), t);
        });
   return id;
@@ -156,8 +164,10 @@ void DockerMachine::pull_image(OpId id, Instant) {
   if (!tag.empty()) target += "&tag=" + percent_encode(tag);
   auto errors = std::make_shared<std::string>();
   auto lines = std::make_shared<http::LineSplitter>();
+  pulling_ = id;
   const ConnId conn =
       call(id, "POST", std::move(target), {}, [this, id, errors](Result<Reply> r, Instant t) {
+        pulling_ = 0;
         if (create_abandoned(id, t)) return;
         if (!r) return void(fail(id, r.problem(), t));
         if (r.value().status != 200 || !errors->empty()) {

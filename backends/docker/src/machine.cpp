@@ -30,6 +30,7 @@ void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant no
         "Start dockerd (or Docker Desktop), or point DOCKER_HOST at a running engine; "
         "`sandboxio doctor` checks it.";
   }
+  if (id == direct_) return direct_ended(std::nullopt, now);
   if (x->upgraded && id != lease_) {  // an exec's output stream broke
     const std::uint64_t key = x->tag;
     http_.drop(id);
@@ -48,6 +49,7 @@ void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant no
 std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instant now) {
   backend::Exchange* x = http_.find(id);
   if (!x) return data.size();
+  if (id == direct_) return direct_bytes(data, now);
   if (x->upgraded) return id == lease_ ? lease_bytes(data, now) : exec_bytes(id, data, now);
   const auto fed = http_.feed(id, data, now);
   if (!fed.upgraded) return fed.used;
@@ -69,6 +71,7 @@ std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instan
 void DockerMachine::handle_eof(ConnId id, Instant now) {
   backend::Exchange* x = http_.find(id);
   if (!x) return;
+  if (id == direct_) return direct_ended(std::nullopt, now);
   if (x->upgraded && id == lease_ && bridge_ && !agent_ready_ && alive(agent_create_)) {
     return bridge_unavailable(agent_create_, now);  // the bridge found no agent to talk to
   }
@@ -169,15 +172,23 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
   } else if (op->kind == OpState::Kind::Exec) {
     kill_tree(id, Termination::Cancelled, now);
   } else if (op->channel != 0) {
-    // A file transfer through the agent: forget it (the agent finishes or drops it). A code
-    // context being started is ended (the agent takes the two in order).
+    // A file transfer through the agent: forget it (a read is cancelled there too; a write
+    // already sent finishes). A code context being started is ended (the agent takes the two
+    // in order).
     auto call = calls_.find(op->channel);
     const bool context = call != calls_.end() && call->second.kind == AgentCall::Kind::Context;
+    if (call != calls_.end() && call->second.kind == AgentCall::Kind::Read)
+      agent_send(agent::Type::Signal, op->channel, agent::Signal{false, 0}.encode());
     calls_.erase(op->channel);
     if (context) end_context(op->channel);
     cancelled(id, now);
   } else if (op->kind == OpState::Kind::Create && id == agent_create_) {
     drop_lease();  // waiting for the agent's Welcome: the container ends with its lease
+    cancelled(id, now);
+  } else if (op->kind == OpState::Kind::Create && id == pulling_) {
+    // Pulling the image: nothing is made yet, and closing the pull's connection stops it.
+    pulling_ = 0;
+    http_.drop_op(id);
     cancelled(id, now);
   } else if (op->kind == OpState::Kind::Create) {
     op->deadline.reset();  // the continuation in flight sees `cancelled` and tears down
@@ -188,7 +199,7 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
 }
 
 bool DockerMachine::busy() const {
-  return http_.size() > (lease_ != 0 ? 1u : 0u);
+  return http_.size() > (lease_ != 0 ? 1u : 0u) + (direct_ != 0 ? 1u : 0u);
 }
 
 std::optional<Instant> DockerMachine::poll_deadline() const {
@@ -225,6 +236,9 @@ std::optional<Problem> DockerMachine::need_sandbox(Instant now) const {
 }
 
 void DockerMachine::drop_lease() {
+  if (direct_ != 0) http_.drop(direct_);  // the agent's other way in goes with it
+  direct_ = 0;
+  direct_ready_ = false;
   if (lease_ == 0) return;
   http_.drop(lease_);
   lease_ = 0;

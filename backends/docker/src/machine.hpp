@@ -241,7 +241,11 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   /// info() as this sandbox is now: with the agent that serves it, when one does.
   [[nodiscard]] SandboxInfo docker_info(SandboxState state) const {
     SandboxInfo info = sandbox_info(state, lifetime_);
-    if (via_agent()) info.agent = welcome_.agent;
+    if (via_agent()) {
+      info.agent = welcome_.agent + (direct_ready_ ? " (direct socket)"
+                                     : bridge_     ? " (bridge exec)"
+                                                   : " (attach stream)");
+    }
     return info;
   }
   void upload_agent(OpId id, Instant now);
@@ -250,10 +254,28 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   void start_bridge(OpId id, const std::string& exec_id, Instant now);
   /// connect() goes on without the agent (the exec path) when no bridge session came about.
   void bridge_unavailable(OpId id, Instant now);
+  /// Whether a direct socket to the agent is worth trying: a local engine, not ?agent=attach.
+  [[nodiscard]] bool may_go_direct() const {
+    return config_.direct && config_.endpoint.kind == Endpoint::Kind::Unix;
+  }
+  /// create: the agent welcomed the owner's stream; the container's init pid, then the
+  /// direct socket. Either way the create completes.
+  void find_direct(OpId id, Instant now);
+  /// A session with the agent at `pid` (the container's init, as the engine reports it)
+  /// over /proc/PID/root/.sandboxio/run/agent.sock; its Welcome completes `id`.
+  void open_direct(OpId id, std::int64_t pid, Instant now);
+  std::size_t direct_bytes(std::string_view data, Instant now);
+  /// The direct socket ended (or, with `malformed`, carried a frame this library cannot
+  /// read): before its Welcome, the create or connect goes on without it (the attach stream,
+  /// a bridge exec); after, the agent and so the container have ended.
+  void direct_ended(std::optional<Problem> malformed, Instant now);
   std::size_t lease_bytes(std::string_view data, Instant now);
   void agent_frame(agent::Frame frame, Instant now);
   void agent_lost(Problem problem, Instant now);
   void agent_send(agent::Type type, std::uint32_t channel, std::string_view payload = {});
+  /// The command on `channel` has exited; when it was the last one being killed, the commands
+  /// held back meanwhile start.
+  void agent_killed(std::uint32_t channel);
   std::uint32_t agent_call(AgentCall call);
   void agent_start(OpId id, Command command, bool streaming, Instant now);
   void agent_exit(std::uint32_t channel, const agent::Exit& exit, Instant now);
@@ -301,6 +323,7 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   Config config_;
   std::string container_{};
   std::string exec_user_{};  // agent_user(): what every exec but the killer runs as
+  OpId pulling_ = 0;         // the create whose image is being pulled (nothing made yet)
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
   bool swept_ = false;
@@ -316,9 +339,16 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   OpId agent_create_ = 0;              // the create waiting for the Welcome
   docker::StreamDemux lease_demux_{};  // the attach stream: the agent's stdout and stderr
   agent::FrameReader agent_reader_{};
+  ConnId direct_ = 0;          // the direct socket to the agent, once opened
+  bool direct_ready_ = false;  // its Welcome arrived: agent traffic goes there
+  OpId direct_for_ = 0;        // the create or connect waiting for that Welcome
+  agent::FrameReader direct_reader_{};
   agent::Welcome welcome_{};
   Bytes agent_stderr_{};
   std::map<std::uint32_t, AgentCall> calls_{};
+  std::set<std::uint32_t> agent_killing_{};  // commands told to die, their Exit not yet here
+  std::set<std::uint32_t> held_channels_{};  // commands started meanwhile: their frames wait
+  std::vector<Bytes> held_{};                // ... in order
   std::uint32_t next_channel_ = 0;
   std::map<std::string, std::uint32_t> contexts_{};  // create_context()'s ids -> their channels
 };

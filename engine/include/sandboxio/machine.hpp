@@ -71,6 +71,10 @@ struct Endpoint {
   std::string ca_file{};      // PEM trust anchors when tls; empty: the system store
   std::string cert_file{};    // PEM client certificate when tls (Docker's tcp:// with TLS)
   std::string key_file{};     // PEM private key of cert_file
+  /// Unix only: the process that must be listening at the other end (its pid as the
+  /// transport sees it, checked with SO_PEERCRED); 0 checks nothing. A connection to anyone
+  /// else fails with ConnectionFailed before the machine sees a byte.
+  std::int64_t peer_pid = 0;
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
@@ -108,8 +112,9 @@ struct SandboxInfo {
   NetworkPolicy network{};
   SandboxState state = SandboxState::Unknown;
   std::chrono::seconds lifetime{0};
-  /// The agent inside the sandbox that serves its commands and files ("sandboxio-agent
-  /// 0.1.0"); empty when they go through the backend's own API (docker://IMAGE?agent=off).
+  /// The agent inside the sandbox that serves its commands and files, and how it is reached
+  /// ("sandboxio-agent 0.1.0 (direct socket)"); empty when they go through the backend's own
+  /// API (docker://IMAGE?agent=off).
   std::string agent{};
 
   friend bool operator==(const SandboxInfo&, const SandboxInfo&) = default;

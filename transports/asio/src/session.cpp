@@ -16,6 +16,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
+#include "sandboxio/peer.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/tls.hpp"
 
@@ -150,6 +151,7 @@ class Session : public std::enable_shared_from_this<Session> {
     bool tls_ready = false;
     std::array<char, 64 * 1024> buf{};
     bool reading = false;
+    Endpoint endpoint{};  // for the peer check once connected
   };
 
   void discard_chunks(OpId op, Inbox& box) {
@@ -368,6 +370,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     Conn& c = conns_[id];
     c.tls = std::move(tls);
+    c.endpoint = ep;
     if (ep.kind == Endpoint::Kind::Unix) {
       asio::local::stream_protocol::endpoint local(ep.address);
       c.socket = std::make_unique<asio::generic::stream_protocol::socket>(
@@ -402,9 +405,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void connected(ConnId id, std::error_code ec) {
-    if (ec) {
+    std::optional<Problem> wrong;
+    if (auto it = conns_.find(id); !ec && it != conns_.end() && it->second.socket)
+      wrong = check_peer(it->second.socket->native_handle(), it->second.endpoint);
+    if (ec || wrong) {
       conns_.erase(id);
-      machine_->handle_connect_failed(id, Problem{errc::ConnectionFailed, ec.message(), {}}, now());
+      machine_->handle_connect_failed(
+          id, wrong ? std::move(*wrong) : Problem{errc::ConnectionFailed, ec.message(), {}}, now());
     } else {
       auto it = conns_.find(id);
       if (it != conns_.end() && it->second.tls) {

@@ -17,6 +17,7 @@
 
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/link.hpp"
+#include "sandboxio/peer.hpp"
 #include "sandboxio/tls.hpp"
 
 namespace sandboxio {
@@ -60,6 +61,7 @@ class PosixLink final : public Link {
     bool eof = false;
     std::unique_ptr<TlsChannel> tls;  // for tls endpoints: ciphertext on fd, plaintext in `in`
     bool tls_ready = false;
+    Endpoint endpoint{};  // for the peer check once a deferred connect completes
     void queue(std::string bytes) {
       if (!bytes.empty()) out.push_back(std::move(bytes));
     }
@@ -160,9 +162,17 @@ void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
     machine.handle_connect_failed(id, std::move(p), now());
     return;
   }
+  if (rc == 0) {
+    if (auto wrong = check_peer(fd, endpoint)) {
+      ::close(fd);
+      machine.handle_connect_failed(id, std::move(*wrong), now());
+      return;
+    }
+  }
   Conn c;
   c.fd = fd;
   c.connecting = rc < 0;
+  c.endpoint = endpoint;
   c.tls = std::move(tls);
   if (c.tls) c.queue(c.tls->take_cipher());  // the ClientHello
   const bool tls_conn = static_cast<bool>(c.tls);
@@ -271,6 +281,11 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
         continue;
       }
       c.connecting = false;
+      if (auto wrong = check_peer(c.fd, c.endpoint)) {
+        close_conn(id);
+        machine.handle_connect_failed(id, std::move(*wrong), now());
+        continue;
+      }
       if (!c.tls) machine.handle_connected(id, now());  // TLS: once the handshake is done
       continue;
     }

@@ -53,6 +53,12 @@ struct Config {
   /// connect() to a sandbox whose init is the agent speaks to that agent through one exec of
   /// `sandboxio-agent --bridge`; false (an explicit ?agent=off) keeps to the exec path.
   bool bridge = true;
+  /// With the agent and a local engine (a Unix socket), commands and files go over a Unix
+  /// socket straight to the agent, through /proc/PID/root of the container's init, once the
+  /// process listening there proves to be that init (SO_PEERCRED). That needs the client to
+  /// run as root in the engine's PID namespace; otherwise, and with ?agent=attach, they go
+  /// over the attach stream (or the bridge exec of a connect()).
+  bool direct = true;
   /// The agent's static binary, read by config_for() (the machine does no I/O).
   std::shared_ptr<const std::string> agent_binary{};
 };
