@@ -36,9 +36,7 @@ using agent::Frame;
 using agent::Type;
 
 inline constexpr std::string_view kAgentVersion = "sandboxio-agent 0.1.0";
-/// Where the agent listens for bridge sessions (`sandboxio-agent --bridge`): a directory only
-/// root may enter, on a tmpfs the host mounts there.
-inline constexpr std::string_view kSocketPath = "/.sandboxio/run/agent.sock";
+using agent::kSocketPath;  // on a tmpfs the host mounts at its directory
 
 /// Processes, transfers and contexts are each a session's own: they are keyed by the session
 /// and the channel the session gave them, so two sessions may use the same channel numbers.
@@ -99,6 +97,8 @@ struct Transfer {  // a ReadFile or WriteFile in flight
   std::string path{}, temp{};
   bool failed = false;  // WriteFile: an error was reported; data is ignored until FileEnd
 };
+/// Ends a transfer where it stands: its file is closed, a write's temporary file removed.
+void abandon(Transfer& t);
 
 /// A cell of a code context: queued, or running when it is the first of its context.
 struct Cell {
@@ -170,6 +170,8 @@ class Agent {
   /// Whether the session `channel` belongs to may take more output (true once it is gone, so
   /// that what its processes still write drains while they are killed).
   [[nodiscard]] bool room(Key channel) const;
+  /// Every session has been told everything queued for it.
+  [[nodiscard]] bool drained() const;
   void on_frame(std::uint32_t session, Frame frame);
   void accept_bridge();
   /// The session ended: what it started (commands, transfers, contexts) ends with it.

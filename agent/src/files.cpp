@@ -61,6 +61,14 @@ int remove_tree(int dirfd, const char* name) {
   return ::unlinkat(dirfd, name, AT_REMOVEDIR) == 0 ? 0 : errno;
 }
 
+/// The one entry that answers for `path` itself (Stat, and the start of a ReadFile).
+agent::Entries entry_for(const std::string& path, const struct stat& st) {
+  agent::Entries one;
+  const auto slash = path.rfind('/');
+  one.entries.push_back(entry_of(slash == std::string::npos ? path : path.substr(slash + 1), st));
+  return one;
+}
+
 std::string parent_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
@@ -86,11 +94,7 @@ void Agent::read_file(Key channel, const agent::PathRequest& r) {
   }
   // The file as opened, first: the host sizes its buffer once (and refuses a file too large
   // for it before any of it travels).
-  agent::Entries opened;
-  const auto slash = r.path.rfind('/');
-  opened.entries.push_back(
-      entry_of(slash == std::string::npos ? r.path : r.path.substr(slash + 1), st));
-  send(Type::Entries, channel, opened.encode());
+  send(Type::Entries, channel, entry_for(r.path, st).encode());
   Transfer t;
   t.reading = true;
   t.fd = fd;
@@ -190,12 +194,16 @@ void Agent::file_end(Key channel) {
   send(Type::Done, channel, agent::Done{t.size}.encode());
 }
 
+void abandon(Transfer& t) {
+  if (t.fd >= 0) ::close(t.fd);
+  t.fd = -1;
+  if (!t.reading && !t.temp.empty()) ::unlink(t.temp.c_str());  // the old file stays
+}
+
 bool Agent::cancel_transfer(Key channel) {
   auto it = transfers_.find(channel);
   if (it == transfers_.end()) return false;
-  Transfer& t = it->second;
-  if (t.fd >= 0) ::close(t.fd);
-  if (!t.reading && !t.failed) ::unlink(t.temp.c_str());
+  abandon(it->second);
   transfers_.erase(it);
   return true;
 }
@@ -232,11 +240,7 @@ void Agent::list_dir(Key channel, const agent::PathRequest& r) {
 void Agent::stat_path(Key channel, const agent::PathRequest& r) {
   struct stat st {};
   if (::lstat(r.path.c_str(), &st) != 0) return fail(channel, errno, r.path);
-  agent::Entries one;
-  const auto slash = r.path.rfind('/');
-  one.entries.push_back(
-      entry_of(slash == std::string::npos ? r.path : r.path.substr(slash + 1), st));
-  send(Type::Entries, channel, one.encode());
+  send(Type::Entries, channel, entry_for(r.path, st).encode());
 }
 
 void Agent::make_dir(Key channel, const agent::PathRequest& r) {

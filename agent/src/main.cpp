@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -89,6 +90,11 @@ void Agent::log(const std::string& line) {
     agent::append_frame(session.outbox, Type::Log, 0, line);
 }
 
+bool Agent::drained() const {
+  return std::all_of(sessions_.begin(), sessions_.end(),
+                     [](const auto& kv) { return kv.second.queued() == 0; });
+}
+
 bool Agent::room(Key channel) const {
   auto it = sessions_.find(session_of(channel));
   return it == sessions_.end() || it->second.room();
@@ -118,11 +124,8 @@ void Agent::end_session(std::uint32_t id) {
   // Nobody is left to read what the session's commands print or to stop them: they end.
   for (auto& [key, p] : procs_)
     if (session_of(key) == id && !p.status) kill_tree(p, SIGKILL);
-  for (auto& [key, t] : transfers_) {
-    if (session_of(key) != id) continue;
-    if (t.fd >= 0) ::close(t.fd);
-    if (!t.reading && !t.temp.empty()) ::unlink(t.temp.c_str());
-  }
+  for (auto& [key, t] : transfers_)
+    if (session_of(key) == id) abandon(t);
   std::erase_if(transfers_, [id](const auto& kv) { return session_of(kv.first) == id; });
   std::vector<Key> contexts;
   for (const auto& [key, k] : kernels_)
@@ -138,14 +141,11 @@ int Agent::poll_timeout(Clock::time_point now) const {
   for (const auto& [channel, p] : procs_) {
     if (p.exited_at) next = std::min(next, *p.exited_at + kDrainGrace);
   }
-  bool drained = true;
-  for (const auto& [id, s] : sessions_) {
+  for (const auto& [id, s] : sessions_)
     if (!s.input_open && s.queued() == 0 && id != 0) next = now;  // a bridge to end
-    drained = drained && s.queued() == 0;
-  }
   // Ending, and the last process went while nothing was left to tell anyone (its session had
   // gone): nothing would wake the loop before the deadline, so it looks again now.
-  if (ending_ && procs_.empty() && drained) next = now;
+  if (ending_ && procs_.empty() && drained()) next = now;
   if (!procs_.empty() || cells_running()) next = std::min(next, next_scan_);
   for (const auto& [channel, k] : kernels_)
     if (k.proc.status) next = now;  // python3 ended: report it and start it again
@@ -335,10 +335,7 @@ int Agent::run() {
       if (id != 0 && !session.input_open && session.queued() == 0) done.push_back(id);
     for (std::uint32_t id : done)
       end_session(id);
-    bool drained = true;
-    for (const auto& [id, session] : sessions_)
-      drained = drained && session.queued() == 0;
-    if (ending_ && (procs_.empty() || now >= *ending_deadline_) && drained) return 0;
+    if (ending_ && (procs_.empty() || now >= *ending_deadline_) && drained()) return 0;
     if (ending_ && now >= *ending_deadline_) return 0;
     if (now >= next_scan_ && (!procs_.empty() || cells_running())) {
       track_trees();

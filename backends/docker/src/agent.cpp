@@ -123,17 +123,17 @@ void DockerMachine::agent_send(agent::Type type, std::uint32_t channel, std::str
     held_.push_back(agent::frame(type, channel, payload));
     return;
   }
-  const ConnId to = direct_ready_ ? direct_ : lease_;
-  if (to == 0) return;
-  out_.push(request::Send{to, agent::frame(type, channel, payload)});
+  if (const ConnId to = agent_conn(); to != 0)
+    out_.push(request::Send{to, agent::frame(type, channel, payload)});
 }
 
 void DockerMachine::agent_killed(std::uint32_t channel) {
   if (agent_killing_.erase(channel) == 0 || !agent_killing_.empty()) return;
   held_channels_.clear();
-  const ConnId to = direct_ready_ ? direct_ : lease_;
-  for (Bytes& frame : held_)
-    if (to != 0) out_.push(request::Send{to, std::move(frame)});
+  if (const ConnId to = agent_conn(); to != 0) {
+    for (Bytes& frame : held_)
+      out_.push(request::Send{to, std::move(frame)});
+  }
   held_.clear();
 }
 
@@ -159,8 +159,7 @@ void DockerMachine::open_direct(OpId id, std::int64_t pid, Instant) {
   direct_for_ = id;
   Endpoint socket;
   socket.kind = Endpoint::Kind::Unix;
-  socket.address =
-      "/proc/" + std::to_string(pid) + "/root" + std::string(kAgentRunDir) + "/agent.sock";
+  socket.address = "/proc/" + std::to_string(pid) + "/root" + std::string(agent::kSocketPath);
   socket.peer_pid = pid;
   direct_ = http_.start(id, socket, {agent::frame(agent::Type::Hello, 0, agent::Hello{}.encode())},
                         {}, "the agent's socket " + socket.address);
@@ -379,6 +378,13 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
     if (!failure) return malformed(failure.problem());
     return malformed(failure.value().problem(call.path));
   }
+  // read_file() keeps at most kReadFileLimit: the agent stops sending, the call fails.
+  auto too_large = [&] {
+    agent_send(Type::Signal, f.channel, agent::Signal{false, 0}.encode());
+    malformed(Problem{errc::OutputLimitExceeded,
+                      call.path + " is larger than read_file() takes (2 GiB)",
+                      "Stream it with stream({\"cat\", path}) instead."});
+  };
   switch (call.kind) {
     case AgentCall::Kind::Read:
       if (f.type == Type::Entries) {  // the file as the agent opened it: its size, first
@@ -387,24 +393,14 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
         if (opened.value().entries.size() != 1 || !call.data.empty())
           return malformed(agent_problem("a read that does not start with its one entry"));
         const std::uint64_t size = opened.value().entries[0].size;
-        if (size > kReadFileLimit) {
-          agent_send(Type::Signal, f.channel, agent::Signal{false, 0}.encode());
-          return malformed(Problem{errc::OutputLimitExceeded,
-                                   call.path + " is larger than read_file() takes (2 GiB)",
-                                   "Stream it with stream({\"cat\", path}) instead."});
-        }
+        if (size > kReadFileLimit) return too_large();
         // Address space only until written: a size that lies costs nothing resident, and the
         // limit above holds. A file still growing may need more.
         call.data.reserve(static_cast<std::size_t>(size));
         return;
       }
       if (f.type == Type::FileData) {
-        if (call.data.size() + f.payload.size() > kReadFileLimit) {  // it grew meanwhile
-          agent_send(Type::Signal, f.channel, agent::Signal{false, 0}.encode());
-          return malformed(Problem{errc::OutputLimitExceeded,
-                                   call.path + " is larger than read_file() takes (2 GiB)",
-                                   "Stream it with stream({\"cat\", path}) instead."});
-        }
+        if (call.data.size() + f.payload.size() > kReadFileLimit) return too_large();  // grew
         call.data += f.payload;
         agent_send(Type::Credit, f.channel,
                    agent::Credit{static_cast<std::uint32_t>(f.payload.size())}.encode());

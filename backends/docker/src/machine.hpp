@@ -238,6 +238,9 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
     std::optional<std::chrono::system_clock::time_point> wall_started{};
   };
   [[nodiscard]] bool via_agent() const { return agent_ready_ && !gone_; }
+  /// Where agent frames go: the direct socket once it has been welcomed, else the lease (the
+  /// attach stream, or a bridge exec); 0 when neither is open.
+  [[nodiscard]] ConnId agent_conn() const { return direct_ready_ ? direct_ : lease_; }
   /// info() as this sandbox is now: with the agent that serves it, when one does.
   [[nodiscard]] SandboxInfo docker_info(SandboxState state) const {
     SandboxInfo info = sandbox_info(state, lifetime_);

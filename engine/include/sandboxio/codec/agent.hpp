@@ -32,6 +32,9 @@ inline constexpr std::uint32_t kMaxPayload = 1u << 20;
 /// The most bytes the agent puts in one Output or FileData frame (a quarter of the window:
 /// large reads, few wake-ups, and the window still holds four frames in flight).
 inline constexpr std::uint32_t kChunk = 256u << 10;
+/// Where the agent, as root, listens for sessions besides its owner's stream (a directory
+/// only root may enter): bridge execs and the host's direct socket both come here.
+inline constexpr std::string_view kSocketPath = "/.sandboxio/run/agent.sock";
 /// The output window a process starts with when the host gives none: the agent reads no more
 /// of its pipes than this many bytes ahead of the host's Credit.
 inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
