@@ -118,16 +118,21 @@ function listedJson(sb) {
   };
 }
 
+// The sandbox's PID 1, once it is ready: it has chrooted, mounted its /proc and devpts and
+// become the python3 reaper. Until then a command entered through its namespaces (nsenter
+// --root) would run in the host's root, or without /proc: a sandbox is ready only after.
 function waitForChild(pid) {
   const deadline = Date.now() + 5000;
+  let child = 0;
   for (;;) {
     try {
       const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-      if (kids) return Number(kids.split(/\s+/)[0]);
+      if (kids) child = Number(kids.split(/\s+/)[0]);
+      if (child && /python3/.test(fs.readlinkSync(`/proc/${child}/exe`))) return child;
     } catch {
-      return 0;
+      if (!child) return 0;
     }
-    if (Date.now() > deadline) return 0;
+    if (Date.now() > deadline) return child;
     execFileSync('sleep', ['0.01']);
   }
 }
