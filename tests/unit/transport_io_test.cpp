@@ -114,6 +114,8 @@ const bool registered = [] {
             "test machine",
             [](const Dsn& dsn) -> Result<std::unique_ptr<Machine>> {
               Endpoint ep{Endpoint::Kind::Unix, dsn.target, 0, false, {}};
+              // ?peer=PID: only that process may be the listener (Endpoint::peer_pid).
+              if (const std::string* pid = dsn.option("peer")) ep.peer_pid = std::stoi(*pid);
               return std::unique_ptr<Machine>(std::make_unique<EchoMachine>(ep));
             },
             {},
@@ -178,7 +180,7 @@ class UnixServer {
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     EXPECT_EQ(::listen(fd_, 4), 0);
     thread_ = std::thread([this, reset] {
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 4; ++i) {
         const int c = ::accept(fd_, nullptr, nullptr);
         if (c < 0) return;
         char buf[16];
@@ -253,6 +255,36 @@ TEST(TransportIo, PosixAndAsioTellAResetFromAnEnd) {
                                [&](std::error_code ec, async::Sandbox) { got = ec; });
   io.run();
   EXPECT_EQ(got, errc::ConnectionLost);
+}
+
+// Endpoint::peer_pid: the transport sends nothing until SO_PEERCRED names that process as the
+// listener (the docker backend's direct socket to the agent relies on it). The server listens
+// in this process: its pid passes, any other (the parent's) is refused before the ping goes.
+TEST(TransportIo, PosixAndAsioTalkOnlyToTheListenerTheyExpect) {
+  UnixServer server;
+  const std::string mine = server.dsn() + "?peer=" + std::to_string(::getpid());
+  const std::string other = server.dsn() + "?peer=" + std::to_string(::getppid());
+  try {
+    (void)sync::Sandbox::create(other);
+    FAIL() << "a listener that is not the expected process was trusted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::ConnectionFailed);
+    EXPECT_NE(std::string(e.what()).find("not the expected " + std::to_string(::getppid())),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(sync::Sandbox::create(mine).id(), "pong");
+  asio::io_context io;
+  std::error_code refused, trusted;
+  async::Sandbox::async_create(io.get_executor(), other, {},
+                               [&](std::error_code ec, async::Sandbox) { refused = ec; });
+  io.run();
+  EXPECT_EQ(refused, errc::ConnectionFailed);
+  io.restart();
+  async::Sandbox::async_create(io.get_executor(), mine, {},
+                               [&](std::error_code ec, async::Sandbox) { trusted = ec; });
+  io.run();
+  EXPECT_FALSE(trusted) << trusted.message();
 }
 
 TEST(TransportIo, PosixAndAsioReportARefusedConnection) {
