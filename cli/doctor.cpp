@@ -80,6 +80,14 @@ Verdict check_docker(const std::string& image) {
                             info.network.describe() + ", ran `true`: exit " +
                             std::to_string(r.exit_code.value_or(-1)),
                         r.ok() ? "" : "Read the engine's log; the image must have /bin/true."});
+    // The agent is the default where it is installed; without it commands take the daemon's
+    // exec (slower, and a timed-out tree that clears its environment escapes the kill).
+    v.checks.push_back(
+        {"sandboxio-agent", !info.agent.empty(),
+         info.agent.empty() ? "not installed: commands go through the daemon's exec" : info.agent,
+         info.agent.empty() ? "Install sandboxio (cmake --install puts the agent in "
+                              "LIBEXECDIR/sandboxio), or set SBX_AGENT to it."
+                            : ""});
   } catch (const Error& e) {
     v.checks.push_back(
         {"create with network none", false, e.what(), std::string(error_info(e.sbx_code()).hint)});

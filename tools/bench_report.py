@@ -201,8 +201,10 @@ plot {", ".join(plots)}
                f"file, {p['concurrent']} concurrent sandboxes. Peers: sandboxio's sync API, the "
                "`docker` CLI, dockerode in a warm Node process (times taken inside it), and a "
                "minimal raw-socket client (the shortest request sequence; the limit). "
-               "`sandboxio agent` is the same API on `docker://IMAGE?agent=on`, where commands "
-               "and files go through sandboxio-agent in the container instead of the daemon.")
+               "`sandboxio` is the default, `docker://IMAGE`, where commands and files go "
+               "through sandboxio-agent in the container; `sandboxio exec path` is the same API "
+               "on `docker://IMAGE?agent=off`, through the daemon's exec and archive API, on the "
+               "container the other peers use.")
         self.w()
         lat = {k: median(v) for k, v in s.get("latency_ms", {}).items()}
         first = {k: median(v) for k, v in s.get("first_output_ms", {}).items()}
@@ -234,7 +236,7 @@ plot {", ".join(plots)}
         self.w("Latency ratios below 1 and throughput ratios above 1 favour sandboxio.")
         self.w()
 
-        agent = "sandboxio agent"
+        agent = "sandboxio"
         if agent in lat:
             def of(d, peer):
                 if d.get(agent) is None or not d.get(peer):
@@ -243,7 +245,7 @@ plot {", ".join(plots)}
 
             self.w("### The agent's targets")
             self.w()
-            self.w("`sandboxio agent` (docker://IMAGE?agent=on) against the peers, "
+            self.w("`sandboxio` through the agent (the default) against the peers, "
                    "and its own `run` median in milliseconds.")
             self.w()
             arows = [
@@ -261,7 +263,7 @@ plot {", ".join(plots)}
                  fmt(of(first, "raw socket"), 3), verdict(of(first, "raw socket"), 1.0, False)],
             ]
             code = {k: median(v) for k, v in s.get("code_ms", {}).items()}
-            warm = code.get("sandboxio agent, warm context")
+            warm = code.get("sandboxio, warm context")
             if warm is not None:
                 arows.append(["`run_code(\"1+1\")` on a warm context, median ms", fmt(warm, 2),
                               verdict(warm, 10.0, False)])
@@ -272,13 +274,14 @@ plot {", ".join(plots)}
                        "the daemon's exec.")
                 self.w()
                 self.table(["path", "median ms"], [[k, fmt(v, 2)] for k, v in code.items()])
-            self.w("Where the agent path spends more than the exec path: every byte of output "
-                   "is copied once more (the command's pipe, the agent, the container's stdout "
-                   "FIFO, dockerd, the attach stream), one more process on the same cores; and "
-                   "creating the sandbox uploads the agent (one archive `PUT`) and waits for its "
-                   "handshake before the first command.")
+            self.w("Where the agent's path costs more than the exec path: creating the sandbox "
+                   "uploads the agent (one archive `PUT` of 2 MB) and waits for its handshake "
+                   "before the first command; every byte of output is copied once more (the "
+                   "command's pipe, the agent, then its socket, or over the attach stream the "
+                   "container's stdout FIFO and dockerd), one more process on the same cores.")
             self.w()
-        peers = [k for k in ["sandboxio", "sandboxio agent", "raw socket", "dockerode", "docker CLI"]
+        peers = [k for k in ["sandboxio", "sandboxio exec path", "raw socket", "dockerode",
+                             "docker CLI"]
                  if k in lat]
         self.w("### Medians")
         self.w()

@@ -395,7 +395,8 @@ Result<Failure> Failure::decode(std::string_view payload) {
 }
 
 Problem Failure::problem(const std::string& what) const {
-  const std::string detail = what + ": " + message;
+  // The agent names the path it failed on; prefix ours only when it names another (a parent).
+  const std::string detail = message.starts_with(what + ": ") ? message : what + ": " + message;
   switch (error) {
     case ENOENT:
       return {errc::FileNotFound, detail, {}};

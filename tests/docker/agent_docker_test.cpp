@@ -1,5 +1,6 @@
-// docker://IMAGE?agent=on beyond the contract suite: which path info() reports, a non-root
-// user's commands against the agent they run under, kills that hold, and code contexts.
+// docker:// through the agent (the default) beyond the contract suite: which path info()
+// reports, a read-only root, a non-root user's commands against the agent they run under,
+// kills that hold, and code contexts.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,6 +41,8 @@ sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeCo
 
 TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {
   SBX_REQUIRE_ENGINE();
+  auto by_default = sandboxio::sync::Sandbox::create(kDsn);
+  EXPECT_EQ(by_default.info().agent, kAgent + kOwnerRoute) << "the agent is the default";
   auto on = sandboxio::sync::Sandbox::create(kDsn + "?agent=on");
   EXPECT_EQ(on.info().agent, kAgent + kOwnerRoute);
   auto attach = sandboxio::sync::Sandbox::create(kDsn + "?agent=attach");
@@ -61,6 +64,31 @@ TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {
   auto exec_only = sandboxio::sync::Sandbox::connect(kDsn, off.id());
   EXPECT_EQ(exec_only.info().agent, "") << "a container without the agent has no bridge";
   EXPECT_EQ(exec_only.run({"true"}).exit_code, 0);
+}
+
+// A read-only root filesystem keeps the agent: it lives in a small volume of its own at
+// /.sandboxio (the archive API writes nowhere else on such a container), which goes with the
+// container. Nothing else on the root is writable; a non-root user cannot write there either.
+TEST(DockerAgent, AReadOnlyRootKeepsTheAgentAndItsVolumeGoesWithTheContainer) {
+  SBX_REQUIRE_ENGINE();
+  const auto volumes = [] { return sandboxio::testing::capture("docker volume ls -q | wc -l"); };
+  const std::string before = volumes();
+  {
+    auto sb = sandboxio::sync::Sandbox::create(kDsn + "?read_only=true&tmpfs=/work");
+    EXPECT_EQ(sb.info().agent, kAgent + kOwnerRoute);
+    sb.write_file("/work/a.txt", "on tmpfs");
+    EXPECT_EQ(sb.run({"cat", "/work/a.txt"}).stdout_bytes, "on tmpfs");
+    const auto r = sb.run({"sh", "-c", "echo x > /etc/x"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.stderr_bytes.find("Read-only file system"), std::string::npos) << r.stderr_bytes;
+    EXPECT_NE(volumes(), before) << "no volume holds the agent";
+  }
+  auto nobody = sandboxio::sync::Sandbox::create(kDsn + "?read_only=true&user=nobody");
+  EXPECT_EQ(nobody.info().agent, kAgent + kOwnerRoute);
+  const auto r = nobody.run({"sh", "-c", "echo x > /.sandboxio/x"});
+  EXPECT_NE(r.stderr_bytes.find("Permission denied"), std::string::npos) << r.stderr_bytes;
+  nobody.kill();
+  EXPECT_EQ(volumes(), before) << "the agent's volume outlived its container";
 }
 
 // outlive_owner: the agent outlives its owner's stream, and a later connect() reaches it

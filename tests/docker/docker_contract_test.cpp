@@ -1,7 +1,7 @@
 // The whole contract suite on docker:// against the real engine: with the python test image
-// through the blocking and the Asio transports, on the daemon's exec path and through
-// sandboxio-agent (?agent=on: its direct socket where this process may reach it); and through
-// the agent over the attach stream on a busybox image (no python3, no libc).
+// through the blocking and the Asio transports, through sandboxio-agent (the default: its
+// direct socket where this process may reach it) and on the daemon's exec path (?agent=off);
+// and through the agent over the attach stream on a busybox image (no python3, no libc).
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
@@ -51,13 +51,13 @@ class DockerContract : public ::testing::TestWithParam<std::tuple<std::string, s
  protected:
   void SetUp() override { SBX_REQUIRE_ENGINE(); }
   static const Target& target(const std::string& via) {
-    static const Target blocking = docker_target(sandboxio::contract::blocking_transport());
-    static const Target asio = docker_target(sandboxio::contract::asio_transport());
-    // The same suite through sandboxio-agent as the container's init (?agent=on).
-    static const Target blocking_agent =
-        docker_target(sandboxio::contract::blocking_transport(), "?agent=on");
-    static const Target asio_agent =
-        docker_target(sandboxio::contract::asio_transport(), "?agent=on");
+    // The daemon's exec path (?agent=off).
+    static const Target blocking =
+        docker_target(sandboxio::contract::blocking_transport(), "?agent=off");
+    static const Target asio = docker_target(sandboxio::contract::asio_transport(), "?agent=off");
+    // The same suite through sandboxio-agent as the container's init: the default.
+    static const Target blocking_agent = docker_target(sandboxio::contract::blocking_transport());
+    static const Target asio_agent = docker_target(sandboxio::contract::asio_transport());
     // On busybox the agent is reached over the attach stream (?agent=attach), so the suite
     // holds for that route too; on the python image, over its direct socket where it can.
     static const Target blocking_busybox =

@@ -40,9 +40,9 @@ TEST(DockerLease, SigkilledOwnerTakesItsContainerWithinTwoSeconds) {
   sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn);
 }
 
-TEST(DockerLease, ThroughTheAgentTooASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
+TEST(DockerLease, OnTheExecPathTooASigkilledOwnerTakesItsContainerWithinTwoSeconds) {
   SBX_REQUIRE_ENGINE();
-  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn + "?agent=on");
+  sandboxio::testing::expect_sigkilled_owner_ends_sandbox(kDsn + "?agent=off");
 }
 
 TEST(DockerLease, OutliveOwnerKeepsTheSandboxUntilItsLifetime) {
@@ -79,8 +79,13 @@ TEST(DockerConfig, LabelsLimitsAndHardening) {
       "\"io.sandboxio.managed\"}} {{index .Config.Labels \"team\"}} {{index .Config.Labels "
       "\"io.sandboxio.lifetime\"}}";
   const std::string got = trim(capture("docker inspect --format '" + fmt + "' " + sb.id()));
-  EXPECT_EQ(got,
-            "none 134217728 134217728 64 500000000 [ALL] [no-new-privileges] true true agents 600");
+  // No Docker init: the agent (the default) is the container's init.
+  EXPECT_EQ(
+      got, "none 134217728 134217728 64 500000000 [ALL] [no-new-privileges] false true agents 600");
+  EXPECT_EQ(trim(capture("docker inspect --format '{{json .Config.Entrypoint}} {{index "
+                         ".Config.Labels \"io.sandboxio.agent\"}}' " +
+                         sb.id())),
+            "[\"/.sandboxio/agent\"] on");
   // The memory limit holds inside: a 300 MB allocation dies.
   auto r = sb.run({"python3", "-c", "b = bytearray(300 * 1024 * 1024); print(len(b))"});
   EXPECT_FALSE(r.ok());

@@ -33,7 +33,7 @@ const listed = await client.callTool({ name: 'list_files', arguments: { path: '/
 check(listed.structuredContent?.entries?.some((e) => e.name === 'hello.txt'), 'list_files shows the file');
 const info = await client.callTool({ name: 'sandbox_info', arguments: {} });
 check(info.structuredContent?.network === 'deny-all' && typeof info.structuredContent?.tier === 'string', 'sandbox_info: deny-all network, a tier');
-// Where the sandbox keeps state (docker://IMAGE?agent=on with python3, e2b://), run_code calls
+// Where the sandbox keeps state (docker://IMAGE with python3 and the agent, e2b://), run_code calls
 // share one namespace for the session, return values and say what an exception was.
 if (info.structuredContent?.capabilities?.includes('stateful_code')) {
   await client.callTool({ name: 'run_code', arguments: { code: 'x = 6' } });

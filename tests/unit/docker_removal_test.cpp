@@ -74,7 +74,8 @@ sync::Sandbox create_on(const std::shared_ptr<Script>& script) {
   c.peers = [script](const Endpoint&) { return std::make_unique<RemovingDaemon>(script); };
   CreateOptions o;
   o.outlive_owner = true;  // no owner lease: its attach stream is not what is tested
-  return sync::Sandbox::create("docker://img", o, sim::make_link(c));
+  // The daemon's exec path (agent=off): this daemon speaks HTTP only, no agent.
+  return sync::Sandbox::create("docker://img?agent=off", o, sim::make_link(c));
 }
 
 TEST(DockerRemoval, ARemovalAlreadyUnderWayIsWaitedForAndThenCheckedAgain) {

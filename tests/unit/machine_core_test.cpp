@@ -263,7 +263,7 @@ TEST(MachineCore, AStalledFileTransferTimesOutWithItsCodeInTheSyncApi) {
   o.outlive_owner = true;  // no owner lease (its attach stream is not what is tested)
   o.limits.operation_timeout = 3s;
   o.audit.sink = queue;
-  auto sb = sync::Sandbox::create("docker://img", o, sim::make_link(c));
+  auto sb = sync::Sandbox::create("docker://img?agent=off", o, sim::make_link(c));  // HTTP only
   try {
     (void)sb.read_file("/etc/hostname");
     FAIL() << "a stalled read_file returned";

@@ -42,17 +42,42 @@ Problem agent_problem(const std::string& what) {
 
 }  // namespace
 
+std::optional<Problem> DockerMachine::take_welcome(std::string_view payload) {
+  auto w = agent::Welcome::decode(payload);
+  if (!w) return w.problem();
+  if (w.value().version != agent::kVersion) {
+    return agent_problem("protocol version " + std::to_string(w.value().version));
+  }
+  welcome_ = std::move(w).value();
+  agent_ready_ = true;
+  return std::nullopt;
+}
+
+void DockerMachine::agent_serves(OpId id, Instant now) {
+  direct_for_ = 0;
+  agent_create_ = 0;
+  if (alive(id)) complete(id, docker_info(SandboxState::Running), now);
+}
+
 void DockerMachine::upload_agent(OpId id, Instant now) {
-  tar::Entry dir;
-  dir.name = std::string(kAgentPath.substr(1, kAgentPath.rfind('/') - 1)) + "/";
-  dir.type = FileType::Directory;
-  dir.mode = 0755;
+  // On a read-only root the agent's directory is a volume of its own (create_body), and the
+  // archive lands in it; elsewhere the archive makes the directory.
+  const bool into_volume = config_.read_only;
+  std::vector<tar::Entry> dirs;
+  if (!into_volume) {
+    tar::Entry dir;
+    dir.name = std::string(kAgentDir.substr(1)) + "/";
+    dir.type = FileType::Directory;
+    dir.mode = 0755;
+    dirs.push_back(std::move(dir));
+  }
   tar::Entry file;
-  file.name = std::string(kAgentPath.substr(1));
+  file.name = std::string(kAgentPath.substr(into_volume ? kAgentDir.size() + 1 : 1));
   file.size = config_.agent_binary->size();
   file.mode = 0755;
-  auto problem =
-      put_archive(id, {dir}, file, *config_.agent_binary, [this, id](Result<Reply> r, Instant t) {
+  auto problem = put_archive(
+      id, dirs, file, *config_.agent_binary,
+      [this, id](Result<Reply> r, Instant t) {
         if (create_abandoned(id, t)) return;
         if (!r) {
           return remove_after_failed_start(id, "uploading the agent: " + r.problem().detail, t);
@@ -61,7 +86,8 @@ void DockerMachine::upload_agent(OpId id, Instant now) {
           return remove_after_failed_start(id, "uploading the agent: " + r.value().message(), t);
         }
         attach_lease(id, t);
-      });
+      },
+      into_volume ? kAgentDir : std::string_view("/"));
   if (problem) remove_after_failed_start(id, "the agent's archive: " + problem->detail, now);
 }
 
@@ -149,9 +175,7 @@ void DockerMachine::find_direct(OpId id, Instant) {
            pid = state ? state->int_at("Pid").value_or(0) : 0;
          }
          if (pid > 0) return open_direct(id, pid, t);
-         direct_for_ = 0;
-         agent_create_ = 0;
-         complete(id, docker_info(SandboxState::Running), t);
+         agent_serves(id, t);
        });
 }
 
@@ -174,19 +198,13 @@ std::size_t DockerMachine::direct_bytes(std::string_view data, Instant now) {
       agent_frame(std::move(f), now);
       continue;
     }
-    auto w = agent::Welcome::decode(f.payload);
-    if (!w || w.value().version != agent::kVersion) {
+    if (take_welcome(f.payload)) {
       direct_ended(std::nullopt, now);  // not an agent this library speaks with: the other way
       return data.size();
     }
-    welcome_ = std::move(w).value();
-    agent_ready_ = true;
     direct_ready_ = true;
     config_.agent = true;
-    const OpId id = direct_for_;
-    direct_for_ = 0;
-    agent_create_ = 0;
-    if (alive(id)) complete(id, docker_info(SandboxState::Running), now);
+    agent_serves(direct_for_, now);
   }
   if (direct_ != 0 && direct_reader_.error()) direct_ended(*direct_reader_.error(), now);
   return data.size();
@@ -210,10 +228,9 @@ void DockerMachine::direct_ended(std::optional<Problem> malformed, Instant now) 
     return agent_lost(gone_problem(), now);
   }
   const OpId id = direct_for_;
+  if (agent_ready_ || !alive(id)) return agent_serves(id, now);  // create: the attach stream
   direct_for_ = 0;
   agent_create_ = 0;
-  if (!alive(id)) return;
-  if (agent_ready_) return complete(id, docker_info(SandboxState::Running), now);  // create
   open_bridge(id, now);  // connect: the exec's way in
 }
 
@@ -253,9 +270,15 @@ void DockerMachine::agent_lost(Problem problem, Instant now) {
   if (alive(agent_create_)) {
     const std::string why =
         agent_stderr_.empty() ? problem.detail : problem.detail + " (agent: " + agent_stderr_ + ")";
+    // An engine of another architecture cannot run the agent built for this host's.
+    const bool foreign = agent_stderr_.find("exec format error") != std::string::npos;
     fail(agent_create_,
          Problem{errc::CreateFailed, "the agent did not answer: " + why,
-                 "docker://IMAGE?agent=off runs without it; `sandboxio doctor` checks the engine."},
+                 foreign ? "This engine cannot run the agent built for this machine's "
+                           "architecture: use docker://IMAGE?agent=off, or an agent built for "
+                           "the engine's (SBX_AGENT)."
+                         : "docker://IMAGE?agent=off runs without it; `sandboxio doctor` checks "
+                           "the engine."},
          now);
   }
   auto calls = std::move(calls_);
@@ -295,23 +318,11 @@ void DockerMachine::agent_frame(agent::Frame f, Instant now) {
   using agent::Type;
   if (f.channel == 0) {
     if (f.type == Type::Welcome) {
-      auto w = agent::Welcome::decode(f.payload);
-      if (!w || w.value().version != agent::kVersion) {
-        return fail_machine(
-            w ? agent_problem("protocol version " + std::to_string(w.value().version))
-              : w.problem(),
-            now);
-      }
-      welcome_ = std::move(w).value();
-      agent_ready_ = true;
+      if (auto wrong = take_welcome(f.payload)) return fail_machine(std::move(*wrong), now);
       if (alive(agent_create_) && !bridge_ && may_go_direct() && direct_for_ == 0) {
         return find_direct(agent_create_, now);  // agent_create_ until that is settled
       }
-      if (alive(agent_create_)) {
-        const OpId id = agent_create_;
-        agent_create_ = 0;
-        complete(id, docker_info(SandboxState::Running), now);
-      }
+      if (alive(agent_create_)) agent_serves(agent_create_, now);
       return;
     }
     if (f.type == Type::Failure) {

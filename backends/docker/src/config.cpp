@@ -22,9 +22,10 @@ const OptionSpec kOptions[] = {
     {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
     {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
     {"agent", OptionType::String,
-     "on: run sandboxio-agent as the container's init (reached over a direct socket where the "
-     "client may, else the attach stream); attach: the same, always over the attach stream; "
-     "off (default)"},
+     "auto (default): on where sandboxio-agent is installed, else off; on: run sandboxio-agent "
+     "as the container's init (reached over a direct socket where the client may, else the "
+     "attach stream); attach: the same, always over the attach stream; off: the daemon's exec "
+     "for every command"},
 };
 
 // The agent binary, read once per path (it is a few MB and never changes under a process).
@@ -131,17 +132,19 @@ Result<Config> config_for(const Dsn& dsn) {
     return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
   }
   c.pull_missing = pull == "missing";
-  const std::string agent = o.string("agent", "");
-  if (!agent.empty() && agent != "on" && agent != "off" && agent != "attach") {
-    return Problem{errc::InvalidOption, "agent=" + agent + " is not on, attach or off", {}};
+  const std::string agent = o.string("agent", "auto");
+  if (agent != "auto" && agent != "on" && agent != "off" && agent != "attach") {
+    return Problem{errc::InvalidOption, "agent=" + agent + " is not auto, on, attach or off", {}};
   }
-  c.agent = agent == "on" || agent == "attach";
   c.bridge = agent != "off";
   c.direct = agent != "attach";
-  if (c.agent) {
+  if (agent != "off") {
+    // Asked for by name, a missing agent is an error; by default, the exec path serves (and
+    // info().agent, empty, says so).
     auto binary = load_agent();
-    if (!binary) return binary.problem();
-    c.agent_binary = std::move(binary).value();
+    if (!binary && agent != "auto") return binary.problem();
+    if (binary) c.agent_binary = std::move(binary).value();
+    c.agent = c.agent_binary != nullptr;
   }
   c.owner = backend::process_owner();
   c.session = backend::process_session();

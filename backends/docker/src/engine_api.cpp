@@ -100,6 +100,13 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   }
   w.key("SecurityOpt").begin_array().value("no-new-privileges").end_array();
   w.key("ReadonlyRootfs").value(config_.read_only);
+  if (agent && config_.read_only) {
+    // The agent's directory: an anonymous volume, removed with the container (DELETE ?v=1,
+    // AutoRemove); the archive API writes into a volume where the root is read-only.
+    w.key("Mounts").begin_array().begin_object();
+    w.key("Type").value("volume").key("Target").value(kAgentDir);
+    w.end_object().end_array();
+  }
   if (const auto& m = o.resources.memory_bytes) {
     w.key("Memory").value(static_cast<std::uint64_t>(*m));
     w.key("MemorySwap").value(static_cast<std::uint64_t>(*m));  // equal: no swap

@@ -62,8 +62,8 @@ OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now)
 }
 
 std::optional<Problem> DockerMachine::put_archive(OpId op, const std::vector<tar::Entry>& dirs,
-                                                  const tar::Entry& file, Bytes content,
-                                                  Then then) {
+                                                  const tar::Entry& file, Bytes content, Then then,
+                                                  std::string_view at) {
   Bytes heads;
   for (const auto& d : dirs) {
     auto h = tar::header(d);
@@ -76,7 +76,7 @@ std::optional<Problem> DockerMachine::put_archive(OpId op, const std::vector<tar
   const std::string tail = tar::padding(content.size()) + tar::end();
   http::Request req;
   req.method = "PUT";
-  req.target = path("/containers/" + container_ + "/archive?path=%2F");
+  req.target = path("/containers/" + container_ + "/archive?path=" + percent_encode(at));
   req.headers.push_back({"Content-Type", "application/x-tar"});
   auto wire = http::write_request_head(req, "docker", heads.size() + content.size() + tail.size());
   if (!wire) return wire.problem();

@@ -84,6 +84,9 @@ extern const std::string_view kListScript;
 
 /// The body of POST /exec/ID/start: the exec's streams on this connection, no TTY.
 inline constexpr std::string_view kExecStart = R"({"Detach":false,"Tty":false})";
+/// The agent's directory in a container: in the image's root filesystem, or (read_only) an
+/// anonymous volume, the only place an archive may land in a container with a read-only root.
+inline constexpr std::string_view kAgentDir = "/.sandboxio";
 /// Where sandboxio-agent lives in a container.
 inline constexpr std::string_view kAgentPath = "/.sandboxio/agent";
 /// The root-only directory of the agent's socket for bridge sessions (a tmpfs).
@@ -191,10 +194,12 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   ConnId upgrade(OpId op, std::string target, std::string body, Then then);
   ConnId send_wire(OpId op, std::string_view method, std::string_view target,
                    std::vector<Bytes> wire, Then then);
-  /// PUT .../archive?path=/ of one file, after the directory entries in `dirs`; the content
-  /// goes to the link as it is, never copied. A problem when a header cannot be written.
+  /// PUT .../archive?path=AT (the root by default) of one file, after the directory entries
+  /// in `dirs`; the content goes to the link as it is, never copied. A problem when a header
+  /// cannot be written.
   std::optional<Problem> put_archive(OpId op, const std::vector<tar::Entry>& dirs,
-                                     const tar::Entry& file, Bytes content, Then then);
+                                     const tar::Entry& file, Bytes content, Then then,
+                                     std::string_view at = "/");
   void expire_operation(OpId id, Instant now);
   void drop_lease();
 
@@ -261,6 +266,11 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   [[nodiscard]] bool may_go_direct() const {
     return config_.direct && config_.endpoint.kind == Endpoint::Kind::Unix;
   }
+  /// The agent's Welcome, kept when it speaks this library's protocol version; otherwise the
+  /// problem (the caller decides: the attach stream fails, the direct socket falls back).
+  std::optional<Problem> take_welcome(std::string_view payload);
+  /// The agent serves this handle: the create or connect `id` completes (when still alive).
+  void agent_serves(OpId id, Instant now);
   /// create: the agent welcomed the owner's stream; the container's init pid, then the
   /// direct socket. Either way the create completes.
   void find_direct(OpId id, Instant now);

@@ -47,8 +47,10 @@ struct Config {
   std::string owner{};
   /// Random per process: labels containers and makes exec tokens unique.
   std::string session{};
-  /// ?agent=on: sandboxio-agent is uploaded into the container and runs as its init; commands
-  /// and files go over its protocol on the attach stream (docs/reference/agent-protocol.md).
+  /// sandboxio-agent is uploaded into the container and runs as its init; commands and files
+  /// go over its protocol (docs/reference/agent-protocol.md). The default wherever the agent's
+  /// binary is installed; ?agent=off (or no binary, unless ?agent=on asks for it) leaves the
+  /// daemon's exec path.
   bool agent = false;
   /// connect() to a sandbox whose init is the agent speaks to that agent through one exec of
   /// `sandboxio-agent --bridge`; false (an explicit ?agent=off) keeps to the exec path.
