@@ -93,8 +93,11 @@ bool Agent::launch_kernel(Key channel, Kernel& k, int& error, std::string& what)
   // python3 reads the bootstrap from fd 3 before the cells: the command line stays short in
   // `ps`, and no pattern a user greps for can match the bootstrap's text.
   const std::string n = std::to_string(kBootstrap.size());
-  const std::string stub = "import os\nb = b''\nwhile len(b) < " + n + ":\n    b += os.read(3, " +
-                           n + " - len(b))\nexec(compile(b, '<sandboxio>', 'exec'))\n";
+  // An end of file before the whole bootstrap (the agent ended first) ends python3 too.
+  const std::string stub = "import os\nb = b''\nwhile len(b) < " + n + ":\n    c = os.read(3, " +
+                           n +
+                           " - len(b))\n    if not c: os._exit(70)\n    b += c\n"
+                           "exec(compile(b, '<sandboxio>', 'exec'))\n";
   Spawn s;
   s.argv = {python_, "-u", "-c", stub};
   s.env = k.spec.env;

@@ -11,13 +11,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "agent.hpp"
 
@@ -94,6 +93,11 @@ bool parse_user(const std::string& user, uid_t& uid, gid_t& gid) {
 }  // namespace
 
 std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::string& what) {
+  if (ending_) {  // everything was killed: nothing new may start that nobody would end
+    error = ECANCELED;
+    what = "the sandbox is ending";
+    return std::nullopt;
+  }
   uid_t uid = 0;
   gid_t gid = 0;
   if (!s.user.empty() && !parse_user(s.user, uid, gid)) {
@@ -136,6 +140,7 @@ std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::stri
   envp.push_back(nullptr);
   const std::string cwd = s.cwd;  // empty: the agent's own (the image's working directory)
 
+  const pid_t agent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
     // The child: its own session, plain signals, the pipes as 0/1/2 (and the extra ones at
@@ -167,6 +172,11 @@ std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::stri
       if (::setgid(id->gid) != 0 || ::setuid(id->uid) != 0) child_fail(report[1], errno);
       if (id->uid != 0 && ::setuid(0) == 0) child_fail(report[1], EPERM);
     }
+    // Should the agent die without ending it (SIGKILLed where it is not the PID namespace's
+    // init: on a host, under a supervisor), the process goes with it. Set after the identity
+    // changes, which clear it; an agent already gone by now is seen as a new parent.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != agent) ::_exit(127);
     environ = envp.data();  // execvp searches the PATH the command was given
     ::execvp(argv[0], argv.data());
     child_fail(report[1], errno);

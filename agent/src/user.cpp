@@ -1,6 +1,7 @@
 // sandboxio-agent: the identity commands run as (--user), read from the image's own
 // /etc/passwd and /etc/group (a static binary has no NSS, and the image's files are what
 // `docker run --user` would use too).
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/fsuid.h>
 #include <unistd.h>
@@ -8,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +16,31 @@
 
 namespace sandboxio::agent_main {
 namespace {
+
+/// The lines of a small file of the image (/etc/passwd, /etc/group), read with plain read(2):
+/// iostreams would bring their locale machinery into the static binary (a third of its size).
+/// A file larger than 4 MiB is read no further.
+std::vector<std::string> lines_of(const char* path) {
+  std::vector<std::string> lines;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return lines;
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || text.size() > (std::size_t{4} << 20)) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
 
 std::vector<std::string> fields(const std::string& line) {
   std::vector<std::string> out;
@@ -38,9 +63,7 @@ bool number(const std::string& s, unsigned long& out) {
 
 /// The /etc/passwd entry whose name (or, for a number, uid) is `who`.
 std::optional<std::vector<std::string>> passwd_entry(const std::string& who, bool by_uid) {
-  std::ifstream in("/etc/passwd");
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const std::string& line : lines_of("/etc/passwd")) {
     auto f = fields(line);
     if (f.size() >= 7 && (by_uid ? f[2] == who : f[0] == who)) return f;
   }
@@ -48,9 +71,7 @@ std::optional<std::vector<std::string>> passwd_entry(const std::string& who, boo
 }
 
 std::optional<gid_t> group_id(const std::string& name) {
-  std::ifstream in("/etc/group");
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const std::string& line : lines_of("/etc/group")) {
     auto f = fields(line);
     unsigned long gid = 0;
     if (f.size() >= 3 && f[0] == name && number(f[2], gid)) return static_cast<gid_t>(gid);
@@ -62,9 +83,7 @@ std::optional<gid_t> group_id(const std::string& name) {
 std::vector<gid_t> member_of(const std::string& name, gid_t primary) {
   std::vector<gid_t> groups{primary};
   if (name.empty()) return groups;
-  std::ifstream in("/etc/group");
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const std::string& line : lines_of("/etc/group")) {
     auto f = fields(line);
     unsigned long gid = 0;
     if (f.size() < 4 || !number(f[2], gid)) continue;

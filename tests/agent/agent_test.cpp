@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../docker/docker_support.hpp"
@@ -79,6 +81,13 @@ class Client {
   void close_input() {
     if (in_ >= 0) ::close(in_);
     in_ = -1;
+  }
+  /// SIGKILLs the agent: it gets no chance to end anything.
+  void kill_agent() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 
   /// The next frame, or nullopt when the agent closed its stdout or `timeout` passed.
@@ -648,6 +657,43 @@ TEST_P(AgentTest, ACodeContextKeepsItsNamespaceAndReportsValuesAndExceptions) {
   c->send(Type::ContextEnd, 7);
   EXPECT_EQ(c->next_on(7)->type, Type::Done);
   EXPECT_EQ(c->code(9, 7, "1").failure->error, ENOENT);
+}
+
+// Where the agent is not its PID namespace's init (on a host, under a supervisor), a SIGKILL
+// leaves it no time to end what it started: its processes still go with it (PR_SET_PDEATHSIG)
+// instead of living on as orphans. (A context's python3 left so used to spin at full CPU on
+// its closed pipe, for ever.)
+TEST_P(AgentTest, AnAgentKilledOnAHostTakesItsProcessesAndContextsAlong) {
+  if (in_container()) GTEST_SKIP() << "in a container the agent is PID 1: its end is everyone's";
+  auto c = launch();
+  std::vector<pid_t> pids;
+  agent::Start s;
+  s.argv = {"sh", "-c", "echo $$; exec sleep 3171"};
+  s.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  c->send(Type::Start, 1, s.encode());
+  while (pids.empty()) {
+    auto f = c->next_on(1);
+    ASSERT_TRUE(f) << "the command said nothing";
+    if (f->type == Type::Output)
+      pids.push_back(std::stoi(agent::Output::decode(f->payload).value().data));
+  }
+  if (has_python(GetParam())) {
+    ASSERT_FALSE(c->context(2));
+    const auto r = c->code(3, 2, "import os\nprint(os.getpid())");
+    ASSERT_TRUE(r.done) << r.err;
+    pids.push_back(std::stoi(r.out));
+  }
+  c->kill_agent();
+  for (const pid_t pid : pids) {
+    bool gone = false;
+    for (int i = 0; i < 500 && !gone; ++i) {  // up to 5 s; a zombie awaiting its reaper is gone
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      gone = !std::getline(stat, line) || line.find(") Z ") != std::string::npos;
+      if (!gone) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(gone) << "process " << pid << " outlived the agent";
+  }
 }
 
 TEST_P(AgentTest, AnInterruptKillsWhatTheCellStartedAndKeepsTheContext) {
