@@ -275,7 +275,7 @@ plot {", ".join(plots)}
                 self.w()
                 self.table(["path", "median ms"], [[k, fmt(v, 2)] for k, v in code.items()])
             self.w("Where the agent's path costs more than the exec path: creating the sandbox "
-                   "uploads the agent (one archive `PUT` of 2 MB) and waits for its handshake "
+                   "uploads the agent (one archive `PUT` of 1.1 MB) and waits for its handshake "
                    "before the first command; every byte of output is copied once more (the "
                    "command's pipe, the agent, then its socket, or over the attach stream the "
                    "container's stdout FIFO and dockerd), one more process on the same cores.")
