@@ -280,6 +280,8 @@ plot {", ".join(plots)}
                    "command's pipe, the agent, then its socket, or over the attach stream the "
                    "container's stdout FIFO and dockerd), one more process on the same cores.")
             self.w()
+            self.explain_agent_misses(of(fw, "raw socket"), of(first, "raw socket"),
+                                      s.get("concurrent_peak_mib", {}))
         peers = [k for k in ["sandboxio", "sandboxio exec path", "raw socket", "dockerode",
                              "docker CLI"]
                  if k in lat]
@@ -328,6 +330,46 @@ plot {", ".join(plots)}
                                       "MiB", [(k, median(v)) for k, v in cm.items()]),
                        "concurrent peak memory")
         self.explain_misses(lat, out, ratio, s.get("raw_run_steps_ms", {}))
+
+    def explain_agent_misses(self, write, first, peak):
+        """What is known about each of the agent's targets that was missed (profiles taken with
+        `perf record -a -g build/default/bench/sandboxio_bench_docker --only SCENARIO`)."""
+        notes = []
+        if write is not None and write < 1.0:
+            notes.append(
+                f"File write against the raw archive API: {write:.3f}. The machine is mostly "
+                "idle during it (about a third of the samples are the idle task) and the agent "
+                "takes under 5% of the CPU; the client's top symbols are the kernel's page "
+                "faults and page clearing (`exc_page_fault`, `clear_page_erms`) and copies "
+                "(`_copy_from_iter`). The library copies the content twice before it reaches "
+                "the socket (`write_file` takes its own `Bytes`, then every 256 KiB frame is a "
+                "new string), 512 MiB of fresh memory for a 256 MiB file, where the raw client "
+                "writes its one buffer. Sends that share the caller's buffer (a `request::Send` "
+                "holding a reference, not a copy) are the fix; not done yet.")
+        if first is not None and first > 1.0:
+            notes.append(
+                f"Nothing to first output against the raw create, start and exec: {first:.3f}. "
+                "The agent's path has more steps before its first command: the archive `PUT` "
+                "of the agent, the attach, the start, the handshake on the attach stream, the "
+                "inspection for the init's pid and a second handshake on the direct socket; "
+                "the raw client's exec costs one runc start instead. The steps are sequential "
+                "today; opening the direct socket in the background, after the create has "
+                "completed, would take the last two off the path.")
+        ours = peak.get("sandboxio asio, 1 thread")
+        if ours:
+            notes.append(
+                f"Peak memory of 100 sandboxes at once: {median(ours):.0f} MiB on one Asio "
+                "thread. Every create holds its own copy of the 1.1 MB agent until the engine "
+                "has read the upload, so a hundred creates in flight hold about 110 MiB of it; "
+                "the exec path, which uploads nothing, peaked at 21 MiB (the 2026-12-04 report). "
+                "The shared send "
+                "buffers above would hold the agent once.")
+        if notes:
+            self.w("### What explains the agent's misses")
+            self.w()
+            for n in notes:
+                self.w(f"- {n}")
+            self.w()
 
     def explain_misses(self, lat, out, ratio, steps):
         """What the numbers of this run say about each target that was missed."""
