@@ -362,14 +362,18 @@ plot {", ".join(plots)}
                 "thread. Every create holds its own copy of the 1.1 MB agent until the engine "
                 "has read the upload, so a hundred creates in flight hold about 110 MiB of it; "
                 "the exec path, which uploads nothing, peaked at 21 MiB (the 2026-12-04 report). "
-                "The shared send "
-                "buffers above would hold the agent once.")
-        if notes:
-            self.w("### What explains the agent's misses")
-            self.w()
-            for n in notes:
-                self.w(f"- {n}")
-            self.w()
+                "The shared send buffers above would hold the agent once.")
+        self.notes_section("What explains the agent's misses", notes)
+
+    def notes_section(self, title, notes):
+        """A section of bullet points, or nothing when there are none."""
+        if not notes:
+            return
+        self.w(f"### {title}")
+        self.w()
+        for n in notes:
+            self.w(f"- {n}")
+        self.w()
 
     def explain_misses(self, lat, out, ratio, steps):
         """What the numbers of this run say about each target that was missed."""
@@ -404,12 +408,7 @@ plot {", ".join(plots)}
                     "Every client reads the same bytes from the same daemon, whose copy through "
                     "its stream multiplexer is the bottleneck (`perf record -g "
                     "build/default/bench/sandboxio_bench_docker --only stdout`).")
-        if notes:
-            self.w("### What explains the misses")
-            self.w()
-            for n in notes:
-                self.w(f"- {n}")
-            self.w()
+        self.notes_section("What explains the misses", notes)
 
     @staticmethod
     def steps_profile(steps, lat):
