@@ -260,7 +260,7 @@ void DockerMachine::start_container(OpId id, Instant now) {
          }
          expires_at_ = expires;
          lifetime_ = options_->lifetime;
-         if (config_.agent && lease_ != 0) return agent_hello(id, t);
+         if (config_.agent && lease_ != 0) return agent_hello(id);
          complete(id, docker_info(SandboxState::Running), t);
        });
 }

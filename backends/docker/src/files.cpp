@@ -17,18 +17,7 @@ OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now)
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
   if (file == "/") return fail(id, Problem{errc::IsADirectory, "\"/\" is a directory", {}}, now);
   if (via_agent()) {
-    agent::PathRequest request;
-    request.path = file;
-    request.flags = agent::PathRequest::kParents;
-    agent_file(id, AgentCall::Kind::Write, agent::Type::WriteFile, request, now);
-    const std::uint32_t channel = find_op(id)->channel;
-    std::string_view rest = data;
-    while (!rest.empty()) {
-      const std::size_t n = std::min<std::size_t>(rest.size(), agent::kChunk);
-      agent_send(agent::Type::FileData, channel, rest.substr(0, n));
-      rest.remove_prefix(n);
-    }
-    agent_send(agent::Type::FileEnd, channel);
+    agent_write(id, std::move(file), std::move(data), now);
     return id;
   }
   if (on_tmpfs(file)) {

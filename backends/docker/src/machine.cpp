@@ -14,7 +14,7 @@ namespace sandboxio::docker {
 namespace detail {
 
 DockerMachine::DockerMachine(Config config)
-    : HttpMachine("docker", IsolationTier::Container, "the Docker engine"),
+    : AgentMachine("docker", IsolationTier::Container, "the Docker engine"),
       config_(std::move(config)) {}
 
 // ---- inputs ----
@@ -40,7 +40,7 @@ void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant no
     lease_ = 0;
     if (x->upgraded) {
       http_.drop(id);
-      return agent_lost(std::move(problem), now);
+      return lease_lost(std::move(problem), now);
     }
   }
   http_.finish(id, std::move(problem), now);
@@ -79,7 +79,7 @@ void DockerMachine::handle_eof(ConnId id, Instant now) {
     http_.drop(id);
     lease_ = 0;
     gone_ = true;
-    return agent_lost(gone_problem(), now);
+    return lease_lost(gone_problem(), now);
   }
   if (x->upgraded) {
     const std::uint64_t key = x->tag;
@@ -175,13 +175,7 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
     // A file transfer through the agent: forget it (a read is cancelled there too; a write
     // already sent finishes). A code context being started is ended (the agent takes the two
     // in order).
-    auto call = calls_.find(op->channel);
-    const bool context = call != calls_.end() && call->second.kind == AgentCall::Kind::Context;
-    if (call != calls_.end() && call->second.kind == AgentCall::Kind::Read)
-      agent_send(agent::Type::Signal, op->channel, agent::Signal{false, 0}.encode());
-    calls_.erase(op->channel);
-    if (context) end_context(op->channel);
-    cancelled(id, now);
+    agent_cancel_call(id, now);
   } else if (op->kind == OpState::Kind::Create && id == agent_create_) {
     drop_lease();  // waiting for the agent's Welcome: the container ends with its lease
     cancelled(id, now);

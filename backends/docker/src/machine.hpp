@@ -17,9 +17,7 @@
 #include <map>
 #include <set>
 
-#include "sandboxio/backend/core.hpp"
-#include "sandboxio/backend/http_exchanges.hpp"
-#include "sandboxio/codec/agent.hpp"
+#include "sandboxio/backend/agent_machine.hpp"
 #include "sandboxio/codec/docker_stream.hpp"
 #include "sandboxio/codec/json.hpp"
 #include "sandboxio/codec/tar.hpp"
@@ -34,15 +32,11 @@ using namespace std::chrono_literals;
 
 inline constexpr std::string_view kApi = "/v1.41";
 inline constexpr std::size_t kInternalOutputLimit = std::size_t{1} << 20;
-inline constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
 // How long an exec stream may stay open after its process tree was killed (a process that
 // escaped the kill by dropping its environment still holding the stream).
 inline constexpr nanoseconds kKillBackstop = 3s;
 inline constexpr nanoseconds kReinspectEvery = 20ms;
 inline constexpr std::string_view kRuncError = "OCI runtime exec failed";
-// How long an interrupted cell (KeyboardInterrupt) may take to stop before its context is
-// restarted.
-inline constexpr nanoseconds kInterruptGrace = 2s;
 
 /// What an internal exec (file operations under tmpfs, removal, the killer) ends with.
 struct ExecDone {
@@ -94,25 +88,9 @@ inline constexpr std::string_view kAgentRunDir = "/.sandboxio/run";
 /// The label of a container whose init is the agent.
 inline constexpr std::string_view kAgentLabel = "io.sandboxio.agent";
 
-/// One docker:// operation's own state, beside the core's.
-struct OpState {
-  enum class Kind : std::uint8_t { Control, Create, Exec, Code } kind = Kind::Control;
-  std::uint32_t channel = 0;  // through the agent: its channel
-  std::chrono::milliseconds create_timeout{};
-  std::uint64_t exec = 0;  // Exec: the exec it runs
-  std::optional<Termination> forced{};
-  backend::OutputAccount output{};
-  Instant exec_started{};
-  // Code: the context's channel, whether it is the call's own (ended after it), what the cell
-  // returned, and whether it was interrupted (a second deadline restarts the context).
-  std::uint32_t context = 0;
-  bool own_context = false;
-  std::vector<RichOutput> results{};
-  std::optional<CodeError> error{};
-  bool interrupted = false;
-};
+using OpState = backend::AgentOpState;
 
-class DockerMachine final : public backend::HttpMachine<OpState> {
+class DockerMachine final : public backend::AgentMachine {
  public:
   explicit DockerMachine(Config config);
 
@@ -128,7 +106,6 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   OpId submit_info(Instant now) override;
   OpId submit_kill(Instant now) override;
   void submit_cancel(OpId id, Instant now) override;
-  void handle_consumed(OpId id, std::size_t bytes, Instant now) override;
   bool busy() const override;
   std::optional<Instant> poll_deadline() const override;
 
@@ -224,28 +201,15 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
                    std::function<std::optional<Problem>(std::string_view)> on_data,
                    std::function<void(Instant)> done);
 
-  // agent.cpp: commands and files through sandboxio-agent (Config::agent)
-  struct AgentCall {
-    enum class Kind : std::uint8_t {
-      Command,
-      Read,
-      Write,
-      List,
-      Remove,
-      Context,  // ContextStart: create_context() (or a run_code's own context)
-      Code,     // RunCode: a cell
-      Ignore,   // what comes on it is of no interest (ContextEnd's Done)
-    } kind = Kind::Command;
-    OpId op = 0;
-    std::string path{};
-    Bytes data{};
-    std::vector<FileInfo> entries{};
-    std::optional<std::chrono::system_clock::time_point> wall_started{};
-  };
-  [[nodiscard]] bool via_agent() const { return agent_ready_ && !gone_; }
+  // agent.cpp: the session with sandboxio-agent (Config::agent); its calls are the shared
+  // AgentMachine's
   /// Where agent frames go: the direct socket once it has been welcomed, else the lease (the
   /// attach stream, or a bridge exec); 0 when neither is open.
-  [[nodiscard]] ConnId agent_conn() const { return direct_ready_ ? direct_ : lease_; }
+  [[nodiscard]] ConnId agent_conn() const override { return direct_ready_ ? direct_ : lease_; }
+  void agent_welcomed(Instant now) override;
+  [[nodiscard]] Problem agent_start_problem(const std::string& why) const override;
+  bool explain_kill(OpId id, ExecResult& result, std::chrono::system_clock::time_point started,
+                    Instant now) override;
   /// info() as this sandbox is now: with the agent that serves it, when one does.
   [[nodiscard]] SandboxInfo docker_info(SandboxState state) const {
     SandboxInfo info = sandbox_info(state, lifetime_);
@@ -257,7 +221,6 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
     return info;
   }
   void upload_agent(OpId id, Instant now);
-  void agent_hello(OpId id, Instant now);
   void open_bridge(OpId id, Instant now);
   void start_bridge(OpId id, const std::string& exec_id, Instant now);
   /// connect() goes on without the agent (the exec path) when no bridge session came about.
@@ -266,9 +229,6 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   [[nodiscard]] bool may_go_direct() const {
     return config_.direct && config_.endpoint.kind == Endpoint::Kind::Unix;
   }
-  /// The agent's Welcome, kept when it speaks this library's protocol version; otherwise the
-  /// problem (the caller decides: the attach stream fails, the direct socket falls back).
-  std::optional<Problem> take_welcome(std::string_view payload);
   /// The agent serves this handle: the create or connect `id` completes (when still alive).
   void agent_serves(OpId id, Instant now);
   /// create: the agent welcomed the owner's stream; the container's init pid, then the
@@ -283,31 +243,10 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   /// a bridge exec); after, the agent and so the container have ended.
   void direct_ended(std::optional<Problem> malformed, Instant now);
   std::size_t lease_bytes(std::string_view data, Instant now);
-  void agent_frame(agent::Frame frame, Instant now);
-  void agent_lost(Problem problem, Instant now);
-  void agent_send(agent::Type type, std::uint32_t channel, std::string_view payload = {});
-  /// The command on `channel` has exited; when it was the last one being killed, the commands
-  /// held back meanwhile start.
-  void agent_killed(std::uint32_t channel);
-  std::uint32_t agent_call(AgentCall call);
-  void agent_start(OpId id, Command command, bool streaming, Instant now);
-  void agent_exit(std::uint32_t channel, const agent::Exit& exit, Instant now);
-  void agent_kill(OpId id, Termination why, Instant now);
-  void agent_file(OpId id, AgentCall::Kind kind, agent::Type type, agent::PathRequest request,
-                  Instant now);
-
-  // contexts.cpp
-  [[nodiscard]] bool agent_python() const {
-    return via_agent() && (welcome_.features & agent::kPython3) != 0;
+  /// The lease ended or broke: with the agent, its session (and the container) ended.
+  void lease_lost(Problem problem, Instant now) {
+    if (config_.agent) agent_lost(std::move(problem), now);
   }
-  void code_start(OpId id, CodeRequest request, Instant now);
-  void code_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
-  void context_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
-  void code_done(OpId id, std::uint32_t channel, const agent::CodeDone& done, Instant now);
-  void code_stop(OpId id, Termination why, Instant now);
-  void end_context(std::uint32_t channel);
-  /// The agent says a context is gone: its create_context() id no longer names it.
-  void forget_context(std::uint32_t channel);
 
   // exec.cpp
   static Problem unsupported(Capability c, const std::string& what);
@@ -338,7 +277,6 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::string exec_user_{};  // agent_user(): what every exec but the killer runs as
   OpId pulling_ = 0;         // the create whose image is being pulled (nothing made yet)
   std::chrono::seconds lifetime_{0};
-  std::optional<Instant> expires_at_{};
   bool swept_ = false;
   std::map<std::string, std::string> sweep_candidates_{};  // container id -> owner
   ConnId lease_ = 0;     // the agent's session (the attach stream or a bridge), or the lease
@@ -348,22 +286,12 @@ class DockerMachine final : public backend::HttpMachine<OpState> {
   std::vector<std::pair<std::uint64_t, std::string>> deferred_{};  // exec creations waiting
   std::uint64_t next_exec_ = 0;
   // agent.cpp
-  bool agent_ready_ = false;           // the Welcome arrived: commands and files go to the agent
-  OpId agent_create_ = 0;              // the create waiting for the Welcome
   docker::StreamDemux lease_demux_{};  // the attach stream: the agent's stdout and stderr
   agent::FrameReader agent_reader_{};
   ConnId direct_ = 0;          // the direct socket to the agent, once opened
   bool direct_ready_ = false;  // its Welcome arrived: agent traffic goes there
   OpId direct_for_ = 0;        // the create or connect waiting for that Welcome
   agent::FrameReader direct_reader_{};
-  agent::Welcome welcome_{};
-  Bytes agent_stderr_{};
-  std::map<std::uint32_t, AgentCall> calls_{};
-  std::set<std::uint32_t> agent_killing_{};  // commands told to die, their Exit not yet here
-  std::set<std::uint32_t> held_channels_{};  // commands started meanwhile: their frames wait
-  std::vector<Bytes> held_{};                // ... in order
-  std::uint32_t next_channel_ = 0;
-  std::map<std::string, std::uint32_t> contexts_{};  // create_context()'s ids -> their channels
 };
 
 }  // namespace sandboxio::docker::detail

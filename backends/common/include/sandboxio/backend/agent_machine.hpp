@@ -1,0 +1,158 @@
+// The host side of sandboxio-agent's protocol, shared by every backend whose sandbox runs the
+// agent (docker://, local://): commands, files and code contexts as agent calls on channels,
+// with credit-based flow control, tree kills and the Exit that ends each command. A backend
+// only gets a byte pipe to the agent (an attach stream, a socket, bubblewrap's stdio), feeds
+// the frames it reads to agent_frame() and says where frames go (agent_conn()).
+//
+// States of the calls here:
+//   command: Start on a new channel [-> Stdin, StdinClose] -> Output... (credit granted as the
+//            consumer takes it) -> Exit -> Done(ExecResult); a timeout or cancel sends
+//            Signal(tree, SIGKILL) and the Exit that follows carries the forced termination
+//   files:   ReadFile -> Entries, FileData..., FileEnd | WriteFile, FileData..., FileEnd -> Done |
+//            ListDir -> Entries... Done | Remove -> Done; any of them -> Failure (errno)
+//   create_context: ContextStart -> Started -> Done(CodeContext) | Failure
+//   run_code:       [no context: ContextStart, pipelined] -> RunCode -> Output..., CodeEvent...
+//                   -> CodeDone -> Done(ExecResult) [-> ContextEnd of its own context]
+// A cell's timeout or cancel interrupts it (Signal SIGINT: what it started is killed and
+// KeyboardInterrupt raised); a cell that has not stopped kInterruptGrace later gets its
+// context restarted (Signal SIGKILL), and the result says so.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "sandboxio/backend/core.hpp"
+#include "sandboxio/backend/http_exchanges.hpp"
+#include "sandboxio/codec/agent.hpp"
+
+namespace sandboxio::backend {
+
+/// One operation's state in a machine that may serve it through the agent.
+struct AgentOpState {
+  enum class Kind : std::uint8_t { Control, Create, Exec, Code } kind = Kind::Control;
+  std::uint32_t channel = 0;  // through the agent: its channel
+  std::chrono::milliseconds create_timeout{};
+  std::uint64_t exec = 0;  // the backend's own command, when not through the agent
+  std::optional<Termination> forced{};
+  OutputAccount output{};
+  Instant exec_started{};
+  // Code: the context's channel, whether it is the call's own (ended after it), what the cell
+  // returned, and whether it was interrupted (a second deadline restarts the context).
+  std::uint32_t context = 0;
+  bool own_context = false;
+  std::vector<RichOutput> results{};
+  std::optional<CodeError> error{};
+  bool interrupted = false;
+};
+
+class AgentMachine : public HttpMachine<AgentOpState> {
+ public:
+  /// Stream output taken by its consumer: the agent gets the credit back.
+  void handle_consumed(OpId id, std::size_t bytes, Instant now) override;
+
+ protected:
+  AgentMachine(std::string scheme, IsolationTier tier, std::string peer)
+      : HttpMachine(std::move(scheme), tier, std::move(peer)) {}
+
+  /// How long an interrupted cell (KeyboardInterrupt) may take to stop before its context is
+  /// restarted.
+  static constexpr std::chrono::nanoseconds kInterruptGrace = std::chrono::seconds(2);
+  /// The most read_file() keeps in memory.
+  static constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
+
+  struct AgentCall {
+    enum class Kind : std::uint8_t {
+      Command,
+      Read,
+      Write,
+      List,
+      Remove,
+      Context,  // ContextStart: create_context() (or a run_code's own context)
+      Code,     // RunCode: a cell
+      Ignore,   // what comes on it is of no interest (ContextEnd's Done)
+    } kind = Kind::Command;
+    OpId op = 0;
+    std::string path{};
+    Bytes data{};
+    std::vector<FileInfo> entries{};
+    std::optional<std::chrono::system_clock::time_point> wall_started{};
+  };
+
+  // ---- what the backend provides ----
+  /// Where agent frames go now; 0 while no session is open.
+  [[nodiscard]] virtual ConnId agent_conn() const = 0;
+  /// A Welcome this library speaks with arrived on the session (agent_ready_ is set).
+  virtual void agent_welcomed(Instant now) = 0;
+  /// The problem of the create waiting for the Welcome when the session ended first (`why`).
+  [[nodiscard]] virtual Problem agent_start_problem(const std::string& why) const;
+  /// A command was killed (SIGKILL) by nobody here: the backend may find out why (out of
+  /// memory) and finish it later with finish_command(); false finishes it as signalled.
+  virtual bool explain_kill(OpId id, ExecResult& result,
+                            std::chrono::system_clock::time_point started, Instant now) {
+    (void)id, (void)result, (void)started, (void)now;
+    return false;
+  }
+
+  // ---- the session ----
+  [[nodiscard]] bool via_agent() const { return agent_ready_ && !gone_; }
+  [[nodiscard]] bool agent_python() const {
+    return via_agent() && (welcome_.features & agent::kPython3) != 0;
+  }
+  /// Hello on the session; its Welcome completes `id` (agent_create_) through agent_welcomed.
+  void agent_hello(OpId id);
+  /// The agent's Welcome, kept when it speaks this library's protocol version; otherwise the
+  /// problem (the caller decides what that means).
+  std::optional<Problem> take_welcome(std::string_view payload);
+  /// A frame from the agent.
+  void agent_frame(agent::Frame frame, Instant now);
+  /// The session ended (or broke with `problem`): every call ends; a create waiting for the
+  /// Welcome fails with agent_start_problem().
+  void agent_lost(Problem problem, Instant now);
+  void agent_send(agent::Type type, std::uint32_t channel, std::string_view payload = {});
+
+  // ---- operations through the agent ----
+  void agent_start(OpId id, Command command, bool streaming, Instant now);
+  void agent_kill(OpId id, Termination why, Instant now);
+  void agent_file(OpId id, AgentCall::Kind kind, agent::Type type, agent::PathRequest request,
+                  Instant now);
+  /// write_file(): WriteFile, the content in pieces, FileEnd.
+  void agent_write(OpId id, std::string path, Bytes data, Instant now);
+  /// A cancelled file transfer or context start: forgotten (a read is stopped there too).
+  void agent_cancel_call(OpId id, Instant now);
+  /// create_context() through the agent's python3 bootstrap.
+  void context_start(OpId id, Instant now);
+  void code_start(OpId id, CodeRequest request, Instant now);
+  void code_stop(OpId id, Termination why, Instant now);
+  /// Ends a command the way a finished one ends: cancelled, or Done with its result.
+  void finish_command(OpId id, ExecResult result, Instant now);
+
+  agent::Welcome welcome_{};
+  bool agent_ready_ = false;  // the Welcome arrived: commands and files go to the agent
+  OpId agent_create_ = 0;     // the create waiting for the Welcome
+  Bytes agent_stderr_{};      // the agent's (or its launcher's) last words, for messages
+  /// When the sandbox's lifetime ends: a SIGKILL after it is the sandbox going away.
+  std::optional<Instant> expires_at_{};
+  std::map<std::uint32_t, AgentCall> calls_{};
+  std::map<std::string, std::uint32_t> contexts_{};  // create_context()'s ids -> their channels
+
+ private:
+  std::uint32_t agent_call(AgentCall call);
+  /// The command on `channel` has exited; when it was the last one being killed, the commands
+  /// held back meanwhile start.
+  void agent_killed(std::uint32_t channel);
+  void agent_exit(std::uint32_t channel, const agent::Exit& exit, Instant now);
+  void code_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
+  void context_frame(std::uint32_t channel, AgentCall& call, agent::Frame& f, Instant now);
+  void code_done(OpId id, std::uint32_t channel, const agent::CodeDone& done, Instant now);
+  void end_context(std::uint32_t channel);
+  /// The agent says a context is gone: its create_context() id no longer names it.
+  void forget_context(std::uint32_t channel);
+
+  std::set<std::uint32_t> agent_killing_{};  // commands told to die, their Exit not yet here
+  std::set<std::uint32_t> held_channels_{};  // commands started meanwhile: their frames wait
+  std::vector<Bytes> held_{};                // ... in order
+  std::uint32_t next_channel_ = 0;
+};
+
+}  // namespace sandboxio::backend
