@@ -60,11 +60,11 @@ using ConnId = std::uint32_t;
 /// An operation submitted to the machine; numbered by the machine from 1.
 using OpId = std::uint64_t;
 
-/// Where a connection goes.
+/// Where a connection goes: a Unix socket, a TCP port, or a process the transport starts.
 struct Endpoint {
-  enum class Kind : std::uint8_t { Unix, Tcp };
+  enum class Kind : std::uint8_t { Unix, Tcp, Process };
   Kind kind = Kind::Unix;
-  std::string address{};  // socket path (Unix) or host name (Tcp)
+  std::string address{};  // socket path (Unix), host name (Tcp), what it is (Process)
   std::uint16_t port = 0;
   bool tls = false;
   std::string server_name{};  // SNI and certificate name when tls; defaults to address
@@ -75,6 +75,11 @@ struct Endpoint {
   /// transport sees it, checked with SO_PEERCRED); 0 checks nothing. A connection to anyone
   /// else fails with ConnectionFailed before the machine sees a byte.
   std::int64_t peer_pid = 0;
+  /// Process only: the program (an absolute path) and its arguments. The transport starts it
+  /// with one end of a socket pair as its stdin, stdout and stderr, in a session of its own
+  /// with an empty environment but PATH; the connection is the other end (sandboxio/spawn.hpp).
+  /// Closing the connection kills the process (SIGKILL) and reaps it.
+  std::vector<std::string> argv{};
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };

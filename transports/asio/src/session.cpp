@@ -18,6 +18,7 @@
 #include "sandboxio/config.hpp"
 #include "sandboxio/peer.hpp"
 #include "sandboxio/sinks.hpp"
+#include "sandboxio/spawn.hpp"
 #include "sandboxio/tls.hpp"
 
 namespace sandboxio::async::detail {
@@ -151,7 +152,8 @@ class Session : public std::enable_shared_from_this<Session> {
     bool tls_ready = false;
     std::array<char, 64 * 1024> buf{};
     bool reading = false;
-    Endpoint endpoint{};  // for the peer check once connected
+    Endpoint endpoint{};     // for the peer check once connected
+    ChildProcess process{};  // a Process endpoint's program: ended with the connection
   };
 
   void discard_chunks(OpId op, Inbox& box) {
@@ -371,6 +373,22 @@ class Session : public std::enable_shared_from_this<Session> {
     Conn& c = conns_[id];
     c.tls = std::move(tls);
     c.endpoint = ep;
+    if (ep.kind == Endpoint::Kind::Process) {
+      auto spawned = spawn_connected(ep);
+      if (!spawned) {
+        conns_.erase(id);
+        machine_->handle_connect_failed(id, spawned.problem(), now());
+        return;
+      }
+      c.socket = std::make_unique<asio::generic::stream_protocol::socket>(
+          strand_, asio::generic::stream_protocol(AF_UNIX, 0), spawned.value().fd);
+      c.process = std::move(spawned.value().process);
+      // Connected from the start; completing never happens inside the initiating call.
+      asio::post(strand_, [weak = weak_from_this(), id] {
+        if (auto self = weak.lock()) self->connected(id, {});
+      });
+      return;
+    }
     if (ep.kind == Endpoint::Kind::Unix) {
       asio::local::stream_protocol::endpoint local(ep.address);
       c.socket = std::make_unique<asio::generic::stream_protocol::socket>(

@@ -18,6 +18,7 @@
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/link.hpp"
 #include "sandboxio/peer.hpp"
+#include "sandboxio/spawn.hpp"
 #include "sandboxio/tls.hpp"
 
 namespace sandboxio {
@@ -61,7 +62,8 @@ class PosixLink final : public Link {
     bool eof = false;
     std::unique_ptr<TlsChannel> tls;  // for tls endpoints: ciphertext on fd, plaintext in `in`
     bool tls_ready = false;
-    Endpoint endpoint{};  // for the peer check once a deferred connect completes
+    Endpoint endpoint{};     // for the peer check once a deferred connect completes
+    ChildProcess process{};  // a Process endpoint's program: ended with the connection
     void queue(std::string bytes) {
       if (!bytes.empty()) out.push_back(std::move(bytes));
     }
@@ -122,6 +124,21 @@ void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
       return;
     }
     tls = std::move(channel).value();
+  }
+  if (endpoint.kind == Endpoint::Kind::Process) {
+    auto spawned = spawn_connected(endpoint);
+    if (!spawned) {
+      machine.handle_connect_failed(id, spawned.problem(), now());
+      return;
+    }
+    Conn c;
+    c.fd = spawned.value().fd;
+    c.connecting = false;
+    c.endpoint = endpoint;
+    c.process = std::move(spawned.value().process);
+    conns_[id] = std::move(c);
+    machine.handle_connected(id, now());
+    return;
   }
   int fd = -1;
   int rc = -1;

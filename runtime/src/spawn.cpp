@@ -1,0 +1,177 @@
+// Process endpoints: posix_spawn from one long-lived thread (see spawn.hpp).
+#include "sandboxio/spawn.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sandboxio {
+namespace {
+
+// The parent of every spawned process: a thread that never ends before the process does.
+// PR_SET_PDEATHSIG fires when the *thread* that forked ends, so spawning from a caller's
+// thread (an io_context's, a worker's) would tie the sandbox to that thread.
+class Spawner {
+ public:
+  Spawner() {
+    std::thread([this] { loop(); }).detach();
+  }
+
+  Result<SpawnedProcess> run(const Endpoint& endpoint) {
+    std::packaged_task<Result<SpawnedProcess>()> task([&endpoint] { return spawn(endpoint); });
+    auto result = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back([&task] { task(); });
+    }
+    ready_.notify_one();
+    return result.get();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [this] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  static Result<SpawnedProcess> spawn(const Endpoint& endpoint) {
+    auto failed = [&](const std::string& what, int error) {
+      return Problem{errc::ConnectionFailed,
+                     "cannot start " +
+                         (endpoint.argv.empty() ? std::string("a process") : endpoint.argv[0]) +
+                         ": " + what + ": " + std::strerror(error),
+                     {}};
+    };
+    if (endpoint.argv.empty() || endpoint.argv[0].empty() || endpoint.argv[0][0] != '/')
+      return failed("the program must be an absolute path", EINVAL);
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      return failed("socketpair", errno);
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+    for (int target : {0, 1, 2})
+      posix_spawn_file_actions_adddup2(&actions, pair[1], target);
+    // A session of its own: no terminal's signals; and default signal dispositions and mask.
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<char*> argv;
+    for (const auto& a : endpoint.argv)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    char path[] = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    char* envp[] = {path, nullptr};
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(pair[1]);
+    if (rc != 0) {
+      ::close(pair[0]);
+      return failed("posix_spawn", rc);
+    }
+    ::fcntl(pair[0], F_SETFL, ::fcntl(pair[0], F_GETFL) | O_NONBLOCK);
+    SpawnedProcess spawned;
+    spawned.fd = pair[0];
+    spawned.process = ChildProcess(pid);
+    return spawned;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+};
+
+}  // namespace
+
+// The children of `pid` (Linux's /proc/PID/task/PID/children).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  const std::string path =
+      "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return children;
+  char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return children;
+  buf[n] = '\0';
+  char* p = buf;
+  while (*p != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (v > 0) children.push_back(static_cast<pid_t>(v));
+    p = end;
+  }
+  return children;
+}
+
+void ChildProcess::end() noexcept {
+  if (pid_ <= 0) return;
+  // A launcher whose child is the init of a PID namespace (bubblewrap): killing that init
+  // ends every process in the namespace, and it exits only once they all have. Waiting for
+  // it (a pidfd, bounded) means that when end() returns nothing of the sandbox is left.
+  std::vector<int> exits;
+  for (pid_t child : children_of(pid_)) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+    ::kill(child, SIGKILL);
+    if (fd >= 0) exits.push_back(fd);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int fd : exits) {
+    pollfd p{fd, POLLIN, 0};
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != -1 ||
+          errno != EINTR)
+        break;
+    }
+    ::close(fd);
+  }
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = 0;
+}
+
+Result<SpawnedProcess> spawn_connected(const Endpoint& endpoint) {
+  static Spawner* spawner = new Spawner;  // never destroyed: its thread lives to the end
+  return spawner->run(endpoint);
+}
+
+}  // namespace sandboxio
