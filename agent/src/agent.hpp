@@ -11,6 +11,7 @@
 //   contexts.cpp   code contexts: one python3 per context running the bootstrap it carries
 //   user.cpp       --user: the identity commands and files take, from the image's own files
 //   bridge.cpp     bridge sessions: the root-only socket, and --bridge, which relays to it
+//   seccomp.cpp    --seccomp: the system-call filter of sandboxes with no runtime to set one
 #pragma once
 
 #include <poll.h>
@@ -50,6 +51,10 @@ using Key = std::uint64_t;
 [[nodiscard]] constexpr std::uint32_t channel_of(Key key) {
   return static_cast<std::uint32_t>(key);
 }
+/// Installs the system-call filter (seccomp.cpp) on the agent and so on everything it starts;
+/// false with `error` when the kernel refuses it.
+[[nodiscard]] bool install_seccomp(std::string& error);
+
 /// Pipes the agent reads output from (and its own stdout) get this much room, so that a
 /// command writes, and the agent reads, in large pieces with few wake-ups.
 inline constexpr int kPipeSize = 1 << 20;

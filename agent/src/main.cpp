@@ -1,10 +1,12 @@
 // sandboxio-agent: arguments, the duties of an init, and the poll loop (see agent.hpp).
 //
 //   sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive] [--socket PATH]
+//                   [--seccomp] [--quiet]
 //   sandboxio-agent --bridge [--socket PATH]
 //
 // stdin and stdout carry the agent protocol (the owner's session); bridge sessions come on the
-// socket (bridge.cpp). stderr is for the agent's own last words.
+// socket (bridge.cpp). stderr is for the agent's own last words; with --quiet (local://, where
+// stderr is the session's own socket) they end once the protocol starts.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -407,6 +409,8 @@ int main(int argc, char** argv) {
   const char* user = nullptr;
   std::string socket_path;
   bool bridge = false;
+  bool seccomp = false;
+  bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--lifetime" && i + 1 < argc) {
@@ -425,13 +429,17 @@ int main(int argc, char** argv) {
       options.outlive = true;
     } else if (arg == "--bridge") {
       bridge = true;
+    } else if (arg == "--seccomp") {
+      seccomp = true;
+    } else if (arg == "--quiet") {
+      quiet = true;
     } else if (arg == "--version") {
       std::printf("%s\n", kAgentVersion.data());
       return 0;
     } else {
       std::fprintf(stderr,
                    "usage: sandboxio-agent [--lifetime SECONDS] [--user USER[:GROUP]] [--outlive] "
-                   "[--socket PATH]\n"
+                   "[--socket PATH] [--seccomp] [--quiet]\n"
                    "       sandboxio-agent --bridge [--socket PATH]\n");
       return 2;
     }
@@ -459,6 +467,22 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.user = std::move(id).value();
+  }
+  if (seccomp) {
+    // Before anything is served: no command ever runs without it.
+    std::string error;
+    if (!install_seccomp(error)) {
+      std::fprintf(stderr, "sandboxio-agent: --seccomp: %s\n", error.c_str());
+      return 2;
+    }
+  }
+  if (quiet) {
+    // stderr is the session's socket: from here on, only frames go there.
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+      ::dup2(null, 2);
+      ::close(null);
+    }
   }
   return Agent(options).run();
 }
