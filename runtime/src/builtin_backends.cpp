@@ -1,8 +1,9 @@
-// The first-party schemes: fake://, docker:// and e2b://.
+// The first-party schemes: fake://, docker://, e2b:// and local://.
 #include "sandboxio/config.hpp"
 #include "sandboxio/docker.hpp"
 #include "sandboxio/e2b.hpp"
 #include "sandboxio/fake.hpp"
+#include "sandboxio/local.hpp"
 
 namespace sandboxio {
 
@@ -10,6 +11,7 @@ void register_builtin_backends(BackendRegistry& registry) {
   (void)registry.add(fake::backend_entry());
   (void)registry.add(docker::backend_entry());
   (void)registry.add(e2b::backend_entry());
+  (void)registry.add(local::backend_entry());
 }
 
 }  // namespace sandboxio

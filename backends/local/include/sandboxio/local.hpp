@@ -1,0 +1,73 @@
+// local://: a daemonless sandbox on this machine. sandboxio-agent runs inside bubblewrap
+// (Debian's `bubblewrap`, not setuid) in namespaces of its own: user, PID, mount, IPC, UTS,
+// cgroup and an empty network namespace; every capability dropped, no_new_privs, a seccomp
+// filter, no nested user namespaces. The connection to the agent is bubblewrap's stdin and
+// stdout (a socket pair the transport makes: Endpoint::Kind::Process). The sandbox ends with
+// the process that made it: it has no daemon to outlive it, and nothing to reap.
+//
+//   auto sb = sandboxio::sync::Sandbox::create("local://");
+//   auto r = sb.run({"python3", "-c", "print(6 * 7)"});
+//
+// DSN: local://[ROOT][?option=value...]
+//   ROOT                   a directory to use as the root filesystem, read-only (an unpacked
+//                          image); default: this machine's /usr (and /bin, /lib...) read-only
+//   home=/home/sandbox     the private, writable home and default working directory (a tmpfs)
+//   bwrap=/usr/bin/bwrap   the bubblewrap binary (default: bwrap in /usr/bin or /bin)
+// As root, bubblewrap is started as a dedicated unprivileged uid (setpriv), never as root:
+// a root bubblewrap would hand the sandbox root's capabilities over its own mounts.
+// What it declares and refuses: docs/reference/backends/local.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandboxio/dsn.hpp"
+#include "sandboxio/machine.hpp"
+#include "sandboxio/registry.hpp"
+
+namespace sandboxio::local {
+
+/// Everything the machine needs from outside, as values (it reads no files and no clock).
+struct Config {
+  /// bubblewrap (an absolute path).
+  std::string bwrap{};
+  /// When this process is root: setpriv, which drops to `uid` before bubblewrap starts.
+  std::string setpriv{};
+  /// The uid and gid bubblewrap runs as when this process is root (a dedicated one per
+  /// sandbox; see docs/reference/backends/local.md); unused otherwise.
+  std::uint32_t uid = 0;
+  /// sandboxio-agent on this machine (an absolute path), bound read-only into the sandbox.
+  std::string agent{};
+  /// The root filesystem: empty for this machine's /usr, else a directory.
+  std::string root{};
+  /// With the default root: the top-level directories that are symlinks into /usr here
+  /// (merged /usr: /bin -> usr/bin), as {name, target}, and those that are directories.
+  std::vector<std::pair<std::string, std::string>> root_links{};
+  std::vector<std::string> root_dirs{};
+  /// Files of /etc shared read-only (the dynamic linker's cache, alternatives, certificates),
+  /// those that exist here.
+  std::vector<std::string> etc{};
+  /// The private, writable home and default working directory.
+  std::string home = "/home/sandbox";
+  /// "local-<session>-<n>": the sandbox's id.
+  std::string id{};
+};
+
+/// Reads the DSN, finds bubblewrap, setpriv (as root) and the agent. BackendNotInstalled says
+/// what to install when one is missing.
+[[nodiscard]] Result<Config> config_for(const Dsn& dsn);
+/// The launcher's command line for a sandbox with these options: [setpriv ...] bwrap ...
+/// agent ... (pure: the machine builds it at create).
+[[nodiscard]] std::vector<std::string> launch_argv(const Config& config,
+                                                   const CreateOptions& options);
+/// The machine for one sandbox.
+[[nodiscard]] std::unique_ptr<Machine> make_machine(Config config);
+/// The capabilities local:// declares (stateful code and rich output once the agent has found
+/// python3).
+[[nodiscard]] CapabilitySet declared_capabilities();
+/// The registry entry for local://.
+[[nodiscard]] BackendEntry backend_entry();
+
+}  // namespace sandboxio::local

@@ -1,0 +1,123 @@
+// local:// configuration: the DSN, where bubblewrap, setpriv and the agent are, and what this
+// machine's root looks like. The driver side of the backend: it reads the file system and the
+// process identity once, and hands values to the machine.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "sandboxio/backend/identity.hpp"
+#include "sandboxio/docker.hpp"
+#include "sandboxio/local.hpp"
+
+namespace sandboxio::local {
+namespace {
+
+const OptionSpec kOptions[] = {
+    {"bwrap", OptionType::String,
+     "the bubblewrap binary to run, an absolute path (default: bwrap in /usr/bin or /bin)"},
+    {"home", OptionType::String,
+     "the sandbox's private, writable home and default working directory (default "
+     "/home/sandbox; a tmpfs, like /tmp)"},
+};
+
+std::string find_program(const char* name) {
+  for (const char* dir : {"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"}) {
+    const std::string p = std::string(dir) + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return {};
+}
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Result<Config> config_for(const Dsn& dsn) {
+  auto typed = dsn.typed(kOptions);
+  if (!typed) return typed.problem();
+  Config c;
+  c.home = typed.value().string("home", c.home);
+  if (c.home.empty() || c.home[0] != '/' || c.home == "/" ||
+      c.home.find("/..") != std::string::npos) {
+    return Problem{errc::InvalidOption, "local://?home=" + c.home + ": not an absolute directory",
+                   "home=/home/sandbox, for example."};
+  }
+  c.bwrap = typed.value().string("bwrap", find_program("bwrap"));
+  if (typed.value().has("bwrap") &&
+      (c.bwrap.empty() || c.bwrap[0] != '/' || ::access(c.bwrap.c_str(), X_OK) != 0)) {
+    return Problem{errc::InvalidOption,
+                   "local://?bwrap=" + c.bwrap + ": not an executable given by its absolute path",
+                   "bwrap=/usr/bin/bwrap, for example."};
+  }
+  if (c.bwrap.empty()) {
+    return Problem{errc::BackendNotInstalled, "local:// needs bubblewrap (bwrap), which is missing",
+                   "apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)."};
+  }
+  if (::geteuid() == 0) {
+    c.setpriv = find_program("setpriv");
+    if (c.setpriv.empty()) {
+      return Problem{errc::BackendNotInstalled,
+                     "local:// as root needs setpriv (util-linux) to drop to an unprivileged uid",
+                     "apt-get install util-linux."};
+    }
+    // A uid of its own per sandbox, from the range systemd leaves to containers (0x60000000
+    // on), that no account on this machine has: nothing here shares it.
+    static std::atomic<std::uint32_t> next{0};
+    c.uid =
+        0x60000000u | ((static_cast<std::uint32_t>(::getpid()) & 0xFFFFu) << 8) | (next++ & 0xFFu);
+  }
+  std::string tried;
+  for (const std::string& path : docker::agent_search_path()) {
+    if (::access(path.c_str(), R_OK) == 0 && path[0] == '/') {
+      c.agent = path;
+      break;
+    }
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  if (c.agent.empty()) {
+    return Problem{errc::BackendNotInstalled,
+                   "sandboxio-agent is not installed (looked in " + tried + ")",
+                   "Install sandboxio (cmake --install puts it in LIBEXECDIR/sandboxio), or set "
+                   "SBX_AGENT to the binary."};
+  }
+  if (!dsn.target.empty()) {
+    if (dsn.target[0] != '/' || !is_dir(dsn.target)) {
+      return Problem{errc::InvalidDsn,
+                     "local://" + dsn.target + ": the root must be an existing directory",
+                     "local:///path/to/rootfs (an unpacked image), or local:// for this "
+                     "machine's /usr."};
+    }
+    c.root = dsn.target;
+  } else {
+    for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+      const std::string path = std::string("/") + top;
+      char target[256];
+      const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+      if (n > 0) {
+        c.root_links.emplace_back(top, std::string(target, static_cast<std::size_t>(n)));
+      } else if (is_dir(path)) {
+        c.root_dirs.emplace_back(top);
+      }
+    }
+    for (const char* file :
+         {"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+          "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types"}) {
+      if (::access(file, R_OK) == 0) c.etc.emplace_back(file);
+    }
+  }
+  static std::atomic<std::uint64_t> count{0};
+  c.id = "local-" + backend::process_session() + "-" + std::to_string(++count);
+  return c;
+}
+
+BackendEntry backend_entry() {
+  return backend::entry("local",
+                        "this machine: sandboxio-agent in bubblewrap namespaces, no daemon",
+                        kOptions, config_for, make_machine);
+}
+
+}  // namespace sandboxio::local

@@ -1,0 +1,466 @@
+// The local:// machine: one connection, a process the transport starts (bubblewrap running
+// sandboxio-agent), speaking the agent protocol from its first byte. Commands, files and code
+// contexts are the shared AgentMachine's; this file is the launcher and the sandbox's life.
+// States:
+//   create:  Open(Process: [setpriv] bwrap ... agent) -> Hello -> Welcome -> Done(SandboxInfo)
+//            bytes that are not a frame before the Welcome are the launcher's own words
+//            (bwrap: ...), kept for the message of the create that fails
+//   kill:    Close (the transport kills bubblewrap, and its PID namespace goes with it) -> Done
+//   end:     the connection ends (the lifetime ran out, the agent died): every call ends as
+//            SandboxGone
+#include <csignal>
+
+#include "sandboxio/backend/agent_machine.hpp"
+#include "sandboxio/codec/shell.hpp"
+#include "sandboxio/local.hpp"
+
+namespace sandboxio::local {
+namespace {
+
+using backend::AgentOpState;
+using namespace std::chrono_literals;
+
+/// Where the agent is bound read-only inside the sandbox. /dev is a tmpfs bubblewrap makes in
+/// every sandbox, so this works on a read-only root of any image too.
+constexpr std::string_view kAgentPath = "/dev/.sandboxio/agent";
+
+Problem unsupported(const std::string& what, const std::string& hint) {
+  return Problem{errc::CapabilityNotSupported, what, hint};
+}
+
+/// The printable start of what the launcher said (bwrap's errors are one line of text).
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char ch : text.substr(0, 400)) {
+    if (ch == '\n') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) {
+      out += ch;
+    }
+  }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out;
+}
+
+class LocalMachine final : public backend::AgentMachine {
+ public:
+  explicit LocalMachine(Config config)
+      : AgentMachine("local", IsolationTier::Container, "sandboxio-agent"),
+        config_(std::move(config)) {}
+
+  CapabilitySet capabilities() const noexcept override {
+    CapabilitySet caps = declared_capabilities();
+    if (agent_python()) {
+      caps.insert(Capability::StatefulCode);
+      caps.insert(Capability::RichOutput);
+    }
+    return caps;
+  }
+
+  // ---- inputs ----
+  void handle_connected(ConnId, Instant) override {}
+
+  void handle_connect_failed(ConnId id, Problem problem, Instant now) override {
+    if (id != conn_) return;
+    conn_ = 0;
+    if (alive(agent_create_)) {
+      problem.code = errc::BackendUnavailable;
+      problem.detail = "cannot start bubblewrap: " + problem.detail;
+      problem.hint = "`sandboxio doctor` checks what local:// needs.";
+      fail(agent_create_, problem, now);
+      agent_create_ = 0;
+      return;
+    }
+    ended(std::move(problem), now);
+  }
+
+  std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override {
+    if (id != conn_) return data.size();
+    if (!agent_ready_ && agent_stderr_.size() < 4096)
+      agent_stderr_.append(data.substr(0, 4096 - agent_stderr_.size()));
+    std::vector<agent::Frame> frames;
+    reader_.feed(data, [&](agent::Frame f) { frames.push_back(std::move(f)); });
+    for (auto& f : frames)
+      agent_frame(std::move(f), now);
+    if (reader_.error()) {
+      Problem p = *reader_.error();
+      if (!agent_ready_) p.detail = "the launcher said: " + printable(agent_stderr_);
+      close_session();
+      gone_ = true;
+      agent_lost(p, now);
+      fail_machine(std::move(p), now);
+    }
+    return data.size();
+  }
+
+  void handle_eof(ConnId id, Instant now) override {
+    if (id != conn_) return;
+    close_session();
+    gone_ = true;
+    ended(agent_ready_ || agent_stderr_.empty()
+              ? gone_problem()
+              : Problem{errc::CreateFailed, "the launcher said: " + printable(agent_stderr_), {}},
+          now);
+  }
+
+  void handle_timeout(Instant now) override {
+    for (OpId id : due(now)) {
+      Op* op = find_op(id);
+      if (!op) continue;
+      if (op->kind == AgentOpState::Kind::Create) {
+        close_session();
+        fail(
+            id,
+            Problem{errc::CreateTimeout, "the sandbox did not start within the create timeout", {}},
+            now);
+      } else if (op->kind == AgentOpState::Kind::Code) {
+        code_stop(id, Termination::Timeout, now);
+      } else if (op->kind == AgentOpState::Kind::Exec && op->channel != 0) {
+        agent_kill(id, Termination::Timeout, now);
+      } else {
+        if (op->channel != 0) calls_.erase(op->channel);
+        expire(id, now);
+      }
+    }
+  }
+
+  std::optional<Instant> poll_deadline() const override { return ops_deadline(); }
+
+  // ---- create, connect, info, kill ----
+  OpId submit_create(const CreateOptions& options, Instant now) override {
+    const OpId id = open(Operation::Create, now);
+    if (!alive(id)) return id;
+    if (started_)
+      return fail(id,
+                  Problem{errc::ApiMisuse, "this machine already holds a sandbox",
+                          "Make one machine per sandbox."},
+                  now);
+    if (auto r = options.validate(); !r) return fail(id, r.problem(), now);
+    if (options.outlive_owner) {
+      return fail(id,
+                  unsupported("local:// sandboxes end with the process that made them: there is "
+                              "no daemon to keep one alive (outlive_owner)",
+                              "Use docker:// or e2b:// for a sandbox that outlives its owner."),
+                  now);
+    }
+    adopt(options);
+    started_ = true;
+    name_sandbox(config_.id, id);
+    Op& op = *find_op(id);
+    op.kind = AgentOpState::Kind::Create;
+    op.deadline =
+        now + std::chrono::duration_cast<std::chrono::nanoseconds>(options.create_timeout);
+    lifetime_ = options.lifetime;
+    expires_at_ = now + std::chrono::duration_cast<std::chrono::nanoseconds>(options.lifetime);
+    Endpoint launcher;
+    launcher.kind = Endpoint::Kind::Process;
+    launcher.address = "bubblewrap";
+    launcher.argv = launch_argv(config_, options);
+    conn_ = next_conn_++;
+    out_.push(request::Open{conn_, std::move(launcher)});
+    agent_hello(id);
+    return id;
+  }
+
+  OpId submit_connect(std::string, const CreateOptions&, Instant now) override {
+    const OpId id = open(Operation::Connect, now);
+    if (!alive(id)) return id;
+    return fail(id,
+                unsupported("local:// sandboxes cannot be re-attached: each lives only as long as "
+                            "the process that made it",
+                            "Keep the handle, or use docker:// (connect() re-attaches there)."),
+                now);
+  }
+
+  OpId submit_info(Instant now) override {
+    const OpId id = open(Operation::Info, now);
+    if (!alive(id)) return id;
+    if (!started_) return fail(id, not_created(), now);
+    complete(id, local_info(gone_ ? SandboxState::Stopped : SandboxState::Running), now);
+    return id;
+  }
+
+  OpId submit_kill(Instant now) override {
+    const OpId id = open(Operation::Kill, now);
+    if (!alive(id)) return id;
+    if (conn_ != 0) {
+      // The transport kills bubblewrap (SIGKILL) and reaps it; with it goes the PID
+      // namespace, and every process in it.
+      close_session();
+      gone_ = true;
+      agent_lost(gone_problem(), now);
+    }
+    complete(id, std::monostate{}, now);
+    return id;
+  }
+
+  // ---- commands ----
+  OpId submit_run(Command command, Instant now) override {
+    return start_command(Operation::Run, std::move(command), false, now);
+  }
+  OpId submit_stream(Command command, Instant now) override {
+    return start_command(Operation::Stream, std::move(command), true, now);
+  }
+
+  OpId submit_run_code(CodeRequest request, Instant now) override {
+    const OpId id = open(Operation::RunCode, now, request.code);
+    if (!alive(id)) return id;
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    if (request.language != "python") {
+      return fail(id,
+                  unsupported("local:// runs python code, not " + request.language,
+                              "run() runs any program the root filesystem has."),
+                  now);
+    }
+    if (!agent_python()) return fail(id, no_python("run_code()"), now);
+    request.env = with_sandbox_env(std::move(request.env));
+    code_start(id, std::move(request), now);
+    return id;
+  }
+
+  OpId submit_create_context(std::string language, Instant now) override {
+    const OpId id = open(Operation::CreateContext, now);
+    if (!alive(id)) return id;
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    if (!language.empty() && language != "python")
+      return fail(id, unsupported("local:// contexts run python, not " + language, {}), now);
+    if (!agent_python()) return fail(id, no_python("create_context()"), now);
+    context_start(id, now);
+    return id;
+  }
+
+  // ---- files ----
+  OpId submit_write_file(std::string path, Bytes data, Instant now) override {
+    const OpId id = file_op(Operation::WriteFile, path, now);
+    if (!alive(id)) return id;
+    if (path == "/") return fail(id, Problem{errc::IsADirectory, "\"/\" is a directory", {}}, now);
+    agent_write(id, std::move(path), std::move(data), now);
+    return id;
+  }
+  OpId submit_read_file(std::string path, Instant now) override {
+    return path_call(Operation::ReadFile, AgentCall::Kind::Read, agent::Type::ReadFile,
+                     std::move(path), now);
+  }
+  OpId submit_list_files(std::string path, Instant now) override {
+    return path_call(Operation::ListFiles, AgentCall::Kind::List, agent::Type::ListDir,
+                     std::move(path), now);
+  }
+  OpId submit_remove_file(std::string path, Instant now) override {
+    return path_call(Operation::RemoveFile, AgentCall::Kind::Remove, agent::Type::Remove,
+                     std::move(path), now);
+  }
+
+  // ---- managed sandboxes: none outlives its owner, so there is nothing to list or reap ----
+  OpId submit_list_managed(std::map<std::string, std::string>, Instant now) override {
+    const OpId id = open(Operation::ListManaged, now);
+    if (alive(id)) complete(id, std::vector<ManagedSandbox>{}, now);
+    return id;
+  }
+  OpId submit_remove_managed(std::string sandbox_id, Instant now) override {
+    const OpId id = open(Operation::RemoveManaged, now);
+    if (!alive(id)) return id;
+    return fail(
+        id,
+        Problem{errc::SandboxNotFound, "no local:// sandbox \"" + sandbox_id + "\" to remove",
+                "local:// sandboxes end with the process that made them: there is "
+                "nothing to reap."},
+        now);
+  }
+
+  void submit_cancel(OpId id, Instant now) override {
+    Op* op = find_op(id);
+    if (!op || op->cancelled) return;
+    op->cancelled = true;
+    if (op->kind == AgentOpState::Kind::Code) {
+      code_stop(id, Termination::Cancelled, now);
+    } else if (op->kind == AgentOpState::Kind::Exec && op->channel != 0) {
+      agent_kill(id, Termination::Cancelled, now);
+    } else if (op->channel != 0) {
+      agent_cancel_call(id, now);
+    } else if (op->kind == AgentOpState::Kind::Create) {
+      close_session();  // bubblewrap is killed: nothing is left behind
+      gone_ = true;
+      agent_create_ = 0;
+      cancelled(id, now);
+    } else {
+      cancelled(id, now);
+    }
+  }
+
+ protected:
+  ConnId agent_conn() const override { return conn_; }
+
+  void agent_welcomed(Instant now) override {
+    const OpId id = agent_create_;
+    agent_create_ = 0;
+    agent_stderr_.clear();
+    if (alive(id)) complete(id, local_info(SandboxState::Running), now);
+  }
+
+  Problem agent_start_problem(const std::string& why) const override {
+    return Problem{errc::CreateFailed, "the local:// sandbox did not start: " + why,
+                   "`sandboxio doctor` checks bubblewrap and user namespaces on this machine."};
+  }
+
+  Problem gone_problem() const override {
+    return Problem{
+        errc::SandboxGone,
+        "the local:// sandbox " + sandbox_id() + " has ended (killed, or its lifetime ran out)",
+        "Create a new sandbox."};
+  }
+
+  std::string waiting_for(OpId id) const override {
+    return id == agent_create_ ? "the agent's Welcome" : std::string();
+  }
+
+ private:
+  SandboxInfo local_info(SandboxState state) const {
+    SandboxInfo info = sandbox_info(state, lifetime_);
+    if (via_agent()) info.agent = welcome_.agent + " (bubblewrap)";
+    return info;
+  }
+
+  static Problem not_created() {
+    return Problem{errc::ApiMisuse, "no sandbox yet: create() first", {}};
+  }
+  std::optional<Problem> need_sandbox(Instant now) const {
+    if (!started_) return not_created();
+    // Past its lifetime the sandbox is gone, even in the moment before its agent has ended it.
+    if (gone_ || !via_agent() || (expires_at_ && now >= *expires_at_)) return gone_problem();
+    return std::nullopt;
+  }
+  static Problem no_python(const std::string& what) {
+    return unsupported(what + " needs python3 in the sandbox's root filesystem",
+                       "Install python3 on this machine, or give local:// a root that has it.");
+  }
+
+  /// The sandbox's own variables (create()'s env) under the command's: the agent's environment
+  /// is bubblewrap's, which carries none of them (they never appear on a command line).
+  Env with_sandbox_env(Env env) const {
+    if (!options_) return env;
+    Env merged = options_->env;
+    for (const auto& v : env.vars()) {
+      if (v.secret) {
+        merged.set_secret(v.name, v.value);
+      } else {
+        merged.set(v.name, v.value);
+      }
+    }
+    return merged;
+  }
+
+  OpId start_command(Operation operation, Command command, bool streaming, Instant now) {
+    const OpId id = open(operation, now, shell_join(command.argv));
+    if (!alive(id)) return id;
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    if (command.argv.empty())
+      return fail(id, Problem{errc::ExecutionFailed, "the command is empty", {}}, now);
+    if (auto r = command.env.validate(); !r) return fail(id, r.problem(), now);
+    if (!command.workdir.empty() && command.workdir[0] != '/') {
+      return fail(id, Problem{errc::InvalidPath, "the working directory must be absolute", {}},
+                  now);
+    }
+    redactor_.add_secrets(command.env.secret_values());
+    command.env = with_sandbox_env(std::move(command.env));
+    Op& op = *find_op(id);
+    op.kind = AgentOpState::Kind::Exec;
+    op.output.streaming = streaming;
+    op.output.limit = command.output_limit;
+    op.exec_started = now;
+    op.deadline = now + std::chrono::duration_cast<std::chrono::nanoseconds>(command.timeout);
+    agent_start(id, std::move(command), streaming, now);
+    return id;
+  }
+
+  OpId file_op(Operation operation, const std::string& path, Instant now) {
+    const OpId id = open(operation, now, path);
+    if (!alive(id)) return id;
+    if (auto p = backend::check_path(path)) return fail(id, std::move(*p), now);
+    if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
+    return id;
+  }
+
+  OpId path_call(Operation operation, AgentCall::Kind kind, agent::Type type, std::string path,
+                 Instant now) {
+    const OpId id = file_op(operation, path, now);
+    if (!alive(id)) return id;
+    agent::PathRequest request;
+    request.path = std::move(path);
+    if (kind == AgentCall::Kind::Remove) request.flags = agent::PathRequest::kRecursive;
+    agent_file(id, kind, type, std::move(request), now);
+    return id;
+  }
+
+  void close_session() {
+    if (conn_ != 0) out_.push(request::Close{conn_});
+    conn_ = 0;
+  }
+
+  /// The session ended: the sandbox is gone, and with it every call.
+  void ended(Problem problem, Instant now) {
+    gone_ = true;
+    agent_lost(std::move(problem), now);
+  }
+
+  Config config_;
+  bool started_ = false;
+  ConnId conn_ = 0;
+  ConnId next_conn_ = 1;
+  agent::FrameReader reader_{};
+  std::chrono::seconds lifetime_{0};
+};
+
+}  // namespace
+
+std::vector<std::string> launch_argv(const Config& config, const CreateOptions& options) {
+  std::vector<std::string> argv;
+  if (!config.setpriv.empty()) {
+    // As root: the same unprivileged path a normal user takes (an unprivileged user
+    // namespace, no capabilities over anything outside it), as a uid nothing else has.
+    const std::string id = std::to_string(config.uid);
+    argv = {config.setpriv,
+            "--reuid=" + id,
+            "--regid=" + id,
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--no-new-privs",
+            "--"};
+  }
+  auto add = [&](std::initializer_list<std::string> items) {
+    argv.insert(argv.end(), items.begin(), items.end());
+  };
+  add({config.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+       "--new-session", "--cap-drop", "ALL", "--clearenv", "--hostname", config.id});
+  if (!config.root.empty()) {
+    add({"--ro-bind", config.root, "/"});
+  } else {
+    add({"--ro-bind", "/usr", "/usr"});
+    for (const auto& [name, target] : config.root_links)
+      add({"--symlink", target, "/" + name});
+    for (const auto& dir : config.root_dirs)
+      add({"--ro-bind", "/" + dir, "/" + dir});
+    for (const auto& file : config.etc)
+      add({"--ro-bind", file, file});
+  }
+  add({"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", config.home});
+  add({"--ro-bind", config.agent, std::string(kAgentPath)});
+  const std::string workdir = options.workdir.empty() ? config.home : options.workdir;
+  add({"--chdir", workdir, "--setenv", "PATH",
+       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "--setenv", "HOME",
+       config.home, "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp"});
+  add({std::string(kAgentPath), "--lifetime", std::to_string(options.lifetime.count()), "--seccomp",
+       "--quiet"});
+  return argv;
+}
+
+CapabilitySet declared_capabilities() {
+  return CapabilitySet{Capability::NetworkPolicy, Capability::Filesystem, Capability::Streaming,
+                       Capability::Stdin};
+}
+
+std::unique_ptr<Machine> make_machine(Config config) {
+  return std::make_unique<LocalMachine>(std::move(config));
+}
+
+}  // namespace sandboxio::local

@@ -1,0 +1,423 @@
+// local:// on this machine: the whole contract suite through the blocking and the Asio
+// transports, and what its isolation promises, each checked from the host side: the sandbox's
+// processes run as an unprivileged uid with no capabilities, under no_new_privs and a seccomp
+// filter; read-only binds stay read-only and host files unwritten; a canary on the host's
+// loopback is unreachable (and reachable from a control run that shares the network); a
+// timeout kills a whole tree (setsid, double fork, env -i); limits it cannot enforce are
+// refused with their code. Needs bubblewrap and user namespaces (scripts/deps.sh installs
+// bubblewrap); without them the tests skip loudly, and fail under SBX_REQUIRE_LOCAL=1 (CI).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "../docker/docker_support.hpp"
+#include "sandboxio/backend/identity.hpp"
+#include "sandboxio/contract_gtest.hpp"
+#include "sandboxio/local.hpp"
+#include "sandboxio/sync.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sandboxio::contract::Target;
+using sandboxio::testing::capture;
+
+/// Whether local:// can make a sandbox here; the reason when not.
+std::string local_unavailable() {
+  static const std::string why = [] {
+    try {
+      auto sb = sandboxio::sync::Sandbox::create("local://");
+      return std::string();
+    } catch (const sandboxio::Error& e) {
+      return std::string(e.what());
+    }
+  }();
+  return why;
+}
+
+#define SBX_REQUIRE_LOCAL()                                                                     \
+  do {                                                                                          \
+    if (const std::string why = local_unavailable(); !why.empty()) {                            \
+      const char* req = std::getenv("SBX_REQUIRE_LOCAL");                                       \
+      if (req != nullptr && std::string(req) == "1") FAIL() << "local:// unavailable: " << why; \
+      GTEST_SKIP() << "SKIPPED LOUDLY: local:// cannot run here: " << why;                      \
+    }                                                                                           \
+  } while (0)
+
+/// The ids of the local:// sandboxes of this process that are running: their bubblewrap
+/// carries the id as the sandbox's host name.
+std::vector<std::string> live_local_sandboxes() {
+  std::vector<std::string> ids;
+  const std::string mine = "local-" + sandboxio::backend::process_session() + "-";
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return ids;
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string cmdline = ss.str();
+    std::vector<std::string> args;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < cmdline.size(); ++i) {
+      if (cmdline[i] == '\0') {
+        args.push_back(cmdline.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--hostname" && args[i + 1].rfind(mine, 0) == 0 &&
+          args[0].find("bwrap") != std::string::npos) {
+        ids.push_back(args[i + 1]);
+      }
+    }
+  }
+  ::closedir(proc);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
+  Target t;
+  t.name = "local";
+  t.dsn = "local://";
+  t.transport = std::move(transport);
+  t.alive_probe = [](const std::string& marker) {
+    return std::vector<std::string>{"pgrep", "-f", "--", marker};
+  };
+  // Exits 0 when the sandbox has a route out; a UDP connect() sends nothing.
+  t.egress_probe = {"python3", "-c",
+                    "import socket; socket.socket(socket.AF_INET, "
+                    "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
+  t.live_sandboxes = live_local_sandboxes;
+  // A create that takes seconds (the cancel and create-timeout cases): bubblewrap behind a
+  // launcher that waits first.
+  static const std::string slow = [] {
+    const std::string path = "/tmp/sbx-slow-bwrap-" + std::to_string(::getpid());
+    std::ofstream(path) << "#!/bin/sh\nsleep 5\nexec bwrap \"$@\"\n";
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }();
+  t.slow_create_dsn = "local://?bwrap=" + slow;
+  return t;
+}
+
+class LocalContract : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {
+ protected:
+  void SetUp() override { SBX_REQUIRE_LOCAL(); }
+  static const Target& target(const std::string& via) {
+    static const Target blocking = local_target(sandboxio::contract::blocking_transport());
+    static const Target asio = local_target(sandboxio::contract::asio_transport());
+    return via == "Blocking" ? blocking : asio;
+  }
+};
+
+TEST_P(LocalContract, Case) {
+  const auto& [via, index] = GetParam();
+  const auto& c = sandboxio::contract::cases()[index];
+  if (auto failure = sandboxio::contract::run_case(c, target(via))) {
+    FAIL() << failure->row << ": " << failure->message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Local, LocalContract,
+    ::testing::Combine(::testing::Values("Blocking", "Asio"),
+                       ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
+    [](const auto& param_info) {
+      return std::get<0>(param_info.param) + "_" +
+             sandboxio::contract::test_name_of(std::get<1>(param_info.param));
+    });
+
+/// A field of /proc/PID/status ("Uid", "CapEff", ...), as the host sees it.
+std::string status_field(const std::string& pid, const std::string& field) {
+  std::ifstream in("/proc/" + pid + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return line.substr(field.size() + 1);
+  }
+  return {};
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t'))
+    ++i;
+  return s.substr(i);
+}
+
+TEST(Local, DeclaresTheContainerTierAndTheAgentThatServesIt) {
+  SBX_REQUIRE_LOCAL();
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  const auto info = sb.info();
+  EXPECT_EQ(info.backend, "local");
+  EXPECT_EQ(info.tier, sandboxio::IsolationTier::Container);
+  EXPECT_NE(info.agent.find("sandboxio-agent"), std::string::npos) << info.agent;
+  EXPECT_NE(info.agent.find("bubblewrap"), std::string::npos) << info.agent;
+  EXPECT_EQ(sb.run({"hostname"}).stdout_bytes, info.id + "\n");
+  // A GVISOR minimum is refused: this is a shared-kernel namespace sandbox.
+  sandboxio::CreateOptions strict;
+  strict.require_isolation = sandboxio::IsolationTier::Gvisor;
+  try {
+    (void)sandboxio::sync::Sandbox::create("local://", strict);
+    ADD_FAILURE() << "local:// claimed GVISOR";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::IsolationNotSatisfied) << e.what();
+  }
+}
+
+TEST(Local, ItsProcessesRunUnprivilegedWithNoCapabilitiesUnderSeccomp) {
+  SBX_REQUIRE_LOCAL();
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  // Inside: no capability in any set, no_new_privs, a seccomp filter (mode 2).
+  const auto r = sb.run(
+      {"sh", "-c",
+       "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+    EXPECT_NE(r.stdout_bytes.find(std::string(cap) + ":\t0000000000000000"), std::string::npos)
+        << r.stdout_bytes;
+  EXPECT_NE(r.stdout_bytes.find("NoNewPrivs:\t1"), std::string::npos) << r.stdout_bytes;
+  EXPECT_NE(r.stdout_bytes.find("Seccomp:\t2"), std::string::npos) << r.stdout_bytes;
+  // The filter refuses what no capability would: io_uring_setup (425 on x86_64 and arm64),
+  // which any unprivileged process may call otherwise.
+  const auto uring = sb.run({"python3", "-c",
+                             "import ctypes\n"
+                             "libc = ctypes.CDLL(None, use_errno=True)\n"
+                             "p = ctypes.create_string_buffer(120)\n"
+                             "print(libc.syscall(425, 1, p), ctypes.get_errno())\n"});
+  EXPECT_EQ(uring.stdout_bytes, "-1 1\n") << "io_uring_setup must fail with EPERM";
+  // From the host: the process's real uid is not root; as root, it is a uid of its own.
+  const std::string marker = "sbx-uid-" + std::to_string(::getpid());
+  auto p = sb.stream({"sh", "-c", "echo started; sleep 60; : " + marker});
+  const auto first = p.next();  // the shell is running once it has said so
+  ASSERT_TRUE(first.has_value());
+  // "[-]": the pattern does not match the shell that runs pgrep.
+  const std::string pid =
+      trim(capture("pgrep -f -- 'sbx[-]uid-" + std::to_string(::getpid()) + "' | head -1"));
+  ASSERT_FALSE(pid.empty());
+  std::istringstream uids(status_field(pid, "Uid"));
+  unsigned long real = 0, effective = 0;
+  uids >> real >> effective;
+  EXPECT_NE(real, 0u);
+  EXPECT_NE(effective, 0u);
+  if (::geteuid() == 0) {
+    EXPECT_GE(effective, 0x60000000ul) << "as root, a dedicated uid";
+  } else {
+    EXPECT_EQ(effective, ::geteuid());
+  }
+  EXPECT_EQ(trim(status_field(pid, "CapEff")), "0000000000000000");
+  p.kill();
+}
+
+TEST(Local, ReadOnlyBindsStayReadOnlyAndHostFilesUnwritten) {
+  SBX_REQUIRE_LOCAL();
+  // A scratch root (an unpacked "image" would look the same) with a file that root owns and
+  // that everyone may write (0666): bound read-only, it stays as it is.
+  char dir[] = "/tmp/sbx-local-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  ASSERT_EQ(::chmod(root.c_str(), 0755), 0);
+  for (const char* sub : {"/usr", "/proc", "/dev", "/tmp", "/etc"})
+    ASSERT_EQ(::mkdir((root + sub).c_str(), 0755), 0);
+  const std::string victim = root + "/etc/victim";
+  { std::ofstream(victim) << "original\n"; }
+  ASSERT_EQ(::chmod(victim.c_str(), 0666), 0);
+  ASSERT_EQ(::mkdir((root + "/home").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/home/sandbox").c_str(), 0755), 0);
+  {
+    auto sb = sandboxio::sync::Sandbox::create("local://");
+    // Remounting a read-only bind read-write: refused (no capability, and seccomp refuses
+    // mount(2) whatever the capabilities).
+    auto r = sb.run({"python3", "-c",
+                     "import ctypes, os\n"
+                     "libc = ctypes.CDLL(None, use_errno=True)\n"
+                     "rc = libc.mount(None, b'/usr', None, 0x20 | 0x1000 | 0x20000, None)\n"
+                     "print(rc, ctypes.get_errno())\n"});
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+    EXPECT_EQ(r.stdout_bytes, "-1 1\n") << "mount(MS_REMOUNT|MS_BIND) must fail with EPERM";
+    // Writing this machine's files through the read-only binds.
+    r = sb.run(
+        {"sh", "-c", "echo x >> /usr/bin/python3; echo x >> /etc/ld.so.cache; touch /usr/sbx"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.stderr_bytes.find("Read-only file system"), std::string::npos) << r.stderr_bytes;
+    // A new user namespace (where it would have every capability again): refused.
+    r = sb.run({"unshare", "-Ur", "true"});
+    EXPECT_NE(r.exit_code, 0) << "nested user namespaces must be disabled";
+  }
+  {
+    // On a root of its own (no programs in it: the agent needs none to move files), the 0666
+    // file cannot be written: the root is bound read-only. The private /tmp is writable.
+    auto sb = sandboxio::sync::Sandbox::create("local://" + root);
+    sb.write_file("/tmp/ok", "fine");
+    EXPECT_EQ(sb.read_file("/tmp/ok"), "fine");
+    EXPECT_THROW(sb.write_file("/etc/victim", "pwned\n"), sandboxio::Error);
+  }
+  std::ifstream in(victim);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "original\n");
+  capture("rm -rf '" + root + "'");
+}
+
+/// A TCP server on the host's loopback that counts the connections it accepts.
+class Canary {
+ public:
+  Canary() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        ++accepted_;
+        ::close(c);
+      }
+    });
+  }
+  ~Canary() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
+  SBX_REQUIRE_LOCAL();
+  Canary canary;
+  const std::string probe =
+      "import socket\n"
+      "s = socket.socket()\n"
+      "s.settimeout(5)\n"
+      "try:\n"
+      "    s.connect(('127.0.0.1', " +
+      std::to_string(canary.port()) +
+      "))\n"
+      "    print('reached')\n"
+      "except OSError as e:\n"
+      "    print('refused', e.errno)\n";
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  auto r = sb.run({"python3", "-c", probe});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  EXPECT_EQ(r.stdout_bytes.rfind("refused", 0), 0u) << r.stdout_bytes;
+  // Only lo, and names do not resolve.
+  r = sb.run({"python3", "-c",
+              "import socket\ntry:\n    socket.getaddrinfo('localhost.localdomain', 80)\n    "
+              "print('resolved')\nexcept OSError:\n    print('no names')\n"});
+  EXPECT_EQ(r.stdout_bytes, "no names\n");
+  EXPECT_EQ(canary.accepted(), 0);
+  // The control: the same launcher with the network shared reaches it, so the probe can.
+  sandboxio::CreateOptions options;
+  auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value()).value();
+  auto argv = sandboxio::local::launch_argv(config, options);
+  std::string command;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    // Up to the agent as the command (its path after anything but the --ro-bind source).
+    if (argv[i] == "/dev/.sandboxio/agent" && argv[i - 1] != config.agent) break;
+    command += "'" + argv[i] + "' ";
+    if (argv[i] == "--unshare-all") command += "--share-net ";
+  }
+  command += "/usr/bin/python3 -c \"$PROBE\"";
+  ::setenv("PROBE", probe.c_str(), 1);
+  const std::string out = capture(command);
+  EXPECT_EQ(out, "reached\n") << command;
+  EXPECT_EQ(canary.accepted(), 1);
+}
+
+TEST(Local, ATimeoutKillsTheWholeTreeSetsidDoubleForkAndEnvI) {
+  SBX_REQUIRE_LOCAL();
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  sandboxio::Command c;
+  c.argv = {"sh", "-c",
+            "sleep 1001 & setsid sleep 1002 & (sleep 1003 &); env -i sleep 1004 & "
+            "nohup sleep 1005 >/dev/null 2>&1 & wait"};
+  c.timeout = 1500ms;
+  const auto r = sb.run(c);
+  EXPECT_EQ(r.termination, sandboxio::Termination::Timeout);
+  const auto left = sb.run({"sh", "-c", "pgrep -f 'sleep 100[1-5]' || true"});
+  EXPECT_EQ(left.stdout_bytes, "") << "survivors: " << left.stdout_bytes;
+}
+
+TEST(Local, LimitsItCannotEnforceAreRefusedWithTheirCode) {
+  SBX_REQUIRE_LOCAL();
+  for (int which = 0; which < 2; ++which) {
+    sandboxio::CreateOptions options;
+    if (which == 0) options.resources.memory_bytes = 64ull << 20;
+    if (which == 1) options.resources.pids = 64;
+    try {
+      (void)sandboxio::sync::Sandbox::create("local://", options);
+      ADD_FAILURE() << "a limit local:// does not enforce was accepted";
+    } catch (const sandboxio::Error& e) {
+      EXPECT_EQ(e.code(), sandboxio::errc::ResourceLimitUnsupported) << e.what();
+    }
+  }
+  EXPECT_TRUE(live_local_sandboxes().empty());
+}
+
+TEST(Local, TheSandboxEndsWithItsHandleAndKillEndsItAtOnce) {
+  SBX_REQUIRE_LOCAL();
+  std::string id;
+  {
+    auto sb = sandboxio::sync::Sandbox::create("local://");
+    id = sb.id();
+    EXPECT_EQ(live_local_sandboxes(), std::vector<std::string>{id});
+  }
+  EXPECT_TRUE(live_local_sandboxes().empty());
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  sb.kill();
+  EXPECT_TRUE(live_local_sandboxes().empty());
+  std::error_code ec;
+  (void)sb.run(sandboxio::Command{{"true"}}, ec);
+  EXPECT_TRUE(ec);
+}
+
+TEST(Local, ALauncherThatFailsSaysWhy) {
+  SBX_REQUIRE_LOCAL();
+  // A root that is not a directory is refused before anything starts.
+  try {
+    (void)sandboxio::sync::Sandbox::create("local:///nonexistent-root");
+    ADD_FAILURE() << "a missing root was accepted";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::InvalidDsn) << e.what();
+  }
+  // A root without the mount points bubblewrap needs: its own words reach the message.
+  char dir[] = "/tmp/sbx-empty-root-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ::chmod(dir, 0755);
+  try {
+    (void)sandboxio::sync::Sandbox::create(std::string("local://") + dir);
+    ADD_FAILURE() << "an empty root started";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bwrap"), std::string::npos) << e.what();
+  }
+  ::rmdir(dir);
+}
+
+}  // namespace
