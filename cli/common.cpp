@@ -82,9 +82,12 @@ bool local_image_present(const std::string& image) {
   return r && r->status == 200;
 }
 
-// Picks the backend the demo runs on, and says why.
+// Picks the backend demo, run and mcp use when none is given, and says why: SBX_BACKEND, then
+// Docker when an engine with a python image answers, then local://. Never fake://, which runs
+// no real code: that one is only ever asked for by name.
 std::pair<std::string, std::string> choose_backend(const std::string& requested) {
   if (!requested.empty()) return {requested, "as asked"};
+  if (const char* env = std::getenv("SBX_BACKEND"); env && *env) return {env, "SBX_BACKEND"};
   const char* host = std::getenv("DOCKER_HOST");
   if (host && *host && !std::string_view(host).starts_with("unix:///var/run/docker.sock"))
     return {"docker://python:3.12-slim", "DOCKER_HOST is set"};
@@ -92,11 +95,9 @@ std::pair<std::string, std::string> choose_backend(const std::string& requested)
     if (local_image_present(image))
       return {std::string("docker://") + image, "a Docker engine answers and has this image"};
   }
-  return {
-      "fake://",
-      "no Docker engine with a python image answers on /var/run/docker.sock (scripts/docker-env "
-      "starts one), so the demo runs on the deterministic fake:// backend, which runs no real "
-      "code"};
+  return {"local://",
+          "no Docker engine with a python image answers on /var/run/docker.sock, so a "
+          "daemonless sandbox on this machine (bubblewrap)"};
 }
 
 }  // namespace sandboxio::cli

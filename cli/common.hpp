@@ -60,8 +60,8 @@ std::optional<LocalReply> docker_local_get(const std::string& path,
                                            const std::string& socket = "/var/run/docker.sock");
 bool local_image_present(const std::string& image);
 
-/// The backend to use when none is given, and why: Docker when an engine with a python image
-/// answers, else fake://.
+/// The backend to use when none is given, and why: the one asked for, SBX_BACKEND, Docker when
+/// an engine with a python image answers, else local://. Never fake:// on its own.
 std::pair<std::string, std::string> choose_backend(const std::string& requested);
 
 // The subcommands.

@@ -23,8 +23,9 @@ int demo(const std::string& requested) {
   auto sandbox = sandboxio::sync::Sandbox::create(dsn, options);
   print_warnings(sandbox.warnings());
   line("create",
-       sandbox.id().substr(0, 12) + " (tier " + std::string(sandbox.tier().name()) + ", network " +
-           sandbox.info().network.describe() + ")",
+       (sandbox.id().size() == 64 ? sandbox.id().substr(0, 12) : sandbox.id()) + " (tier " +
+           std::string(sandbox.tier().name()) + ", network " + sandbox.info().network.describe() +
+           ")",
        watch.lap());
 
   const auto hello = sandbox.run({"python3", "-c", "print('hello from the sandbox')"});

@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/config.hpp"
+#include "sandboxio/local.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace sandboxio::cli {
@@ -123,6 +124,60 @@ Verdict check_e2b() {
   return v;
 }
 
+Verdict check_local() {
+  Verdict v{"local", true, {}};
+  auto dsn = parse_dsn("local://");
+  auto config = local::config_for(dsn.value());
+  if (!config) {
+    v.installed = config.problem().code != errc::BackendNotInstalled;
+    v.checks.push_back(
+        {"bubblewrap and the agent", false, config.problem().detail, config.problem().hint});
+    return v;
+  }
+  v.checks.push_back({"bubblewrap and the agent",
+                      true,
+                      config.value().bwrap + ", " + config.value().agent +
+                          (config.value().setpriv.empty()
+                               ? ""
+                               : " (as root: runs as uid " + std::to_string(config.value().uid) +
+                                     " through setpriv)"),
+                      {}});
+  try {
+    auto sb = sync::Sandbox::create("local://");
+    v.checks.push_back(
+        {"user namespaces", true, "a sandbox started (" + sb.info().agent + ")", {}});
+    const auto r = sb.run({"cat", "/proc/self/status"});
+    const std::string& st = r.stdout_bytes;
+    const bool seccomp = st.find("Seccomp:\t2") != std::string::npos;
+    const bool nocaps = st.find("CapEff:\t0000000000000000") != std::string::npos &&
+                        st.find("CapBnd:\t0000000000000000") != std::string::npos;
+    const bool nnp = st.find("NoNewPrivs:\t1") != std::string::npos;
+    v.checks.push_back({"seccomp, no capabilities, no_new_privs", seccomp && nocaps && nnp,
+                        std::string("seccomp ") + (seccomp ? "on" : "OFF") + ", capabilities " +
+                            (nocaps ? "none" : "PRESENT") + ", no_new_privs " +
+                            (nnp ? "on" : "OFF"),
+                        seccomp && nocaps && nnp ? ""
+                                                 : "Report this: local:// should never start "
+                                                   "without these."});
+    v.checks.push_back({"isolation tier",
+                        sb.tier() == IsolationTier::Container,
+                        std::string(sb.tier().name()) +
+                            " (namespaces on the shared kernel; not GVISOR or MICROVM)",
+                        {}});
+    v.checks.push_back({"resource limits",
+                        true,
+                        "memory, cpu and pids limits are refused (SBX_E1404), never ignored: "
+                        "local:// does not enforce them yet",
+                        {}});
+  } catch (const Error& e) {
+    v.checks.push_back({"user namespaces", false, e.what(),
+                        "bubblewrap needs unprivileged user namespaces: sysctl "
+                        "kernel.unprivileged_userns_clone=1 (Debian), or an AppArmor profile for "
+                        "bwrap (Ubuntu 24.04)."});
+  }
+  return v;
+}
+
 Verdict check_fake() {
   Verdict v{"fake", true, {}};
   try {
@@ -138,7 +193,7 @@ Verdict check_fake() {
 }  // namespace
 
 int doctor(bool json, const std::string& image) {
-  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_fake()};
+  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_local(), check_fake()};
   bool failed = false;
   for (const auto& v : verdicts)
     failed = failed || (v.installed && !v.ok());

@@ -229,6 +229,18 @@ TEST(Cli, ColourOnlyOnATerminalAndNeverWithNoColor) {
   EXPECT_EQ(piped.out.find("\033["), std::string::npos);
 }
 
+TEST(Cli, WithoutABackendRunSaysWhichItPickedAndWhy) {
+  // SBX_BACKEND is the default's first source; the terminal shows the choice and its reason.
+  const Ran tty = on_terminal({"run", "--", "true"}, {"SBX_BACKEND=fake://"});
+  EXPECT_NE(tty.out.find("running on fake:// (SBX_BACKEND)"), std::string::npos) << tty.out;
+  // With neither a flag nor SBX_BACKEND, and no engine: local://, never fake://.
+  const Ran demo = on_terminal({"demo"}, {"DOCKER_HOST=", "SBX_BACKEND="});
+  if (demo.out.find("docker://") == std::string::npos) {
+    EXPECT_NE(demo.out.find("sandboxio demo on local://"), std::string::npos) << demo.out;
+  }
+  EXPECT_EQ(demo.out.find("fake://"), std::string::npos) << demo.out;
+}
+
 TEST(Cli, ProgressShowsOnATerminalNeverInPipesOrJson) {
   const Ran tty = on_terminal({"run", "-b", "fake://", "--", "true"});
   EXPECT_NE(tty.out.find("creating the sandbox"), std::string::npos) << tty.out;
