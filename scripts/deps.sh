@@ -6,14 +6,19 @@ packages=(
   cmake ninja-build g++ clang-14 clang-format clang-tidy ccache pkg-config binutils
   libsimdjson-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
   libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
-  mkdocs mkdocs-material python3-yaml zsh fish
+  mkdocs mkdocs-material python3-yaml zsh fish make bubblewrap python3 procps
 )
 # mkdocs and mkdocs-material build the docs site; python3-yaml serves tools/gen_*.py; zsh and
-# fish are there for the completion test (bash is always there).
+# fish are there for the completion test (bash is always there). make is CMake's default
+# generator (the install gate's consumer project uses it). bubblewrap is what local:// runs
+# sandboxes in, and python3 and procps (pgrep) what the demo and the tests run inside them.
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# npm: stock Debian 12 has nodejs without it (the official SDKs and MCP tools the tests use
+# come from the npm registry); machines with a Node of their own have their own npm.
+command -v npm >/dev/null || missing+=(npm)
 [ "${#missing[@]}" -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "sandboxio needs these Debian packages: ${missing[*]}" >&2
