@@ -6,7 +6,10 @@
 // and ratios. "sandboxio" is the default, docker://IMAGE: commands and files through
 // sandboxio-agent inside the container; "sandboxio exec path" is docker://IMAGE?agent=off, the
 // daemon's exec and archive API. The CLI, dockerode and the raw client work on the exec path's
-// container (one without the agent, as theirs would be).
+// container (one without the agent, as theirs would be). "sandboxio local://" is the same
+// agent in bubblewrap on this machine (no daemon); "bwrap (a process spawn)" runs the program
+// itself under the same bubblewrap command line (the same namespaces and the same uid drop),
+// started fresh each time: what a sandbox per command would cost.
 //
 //   latency       run({"true"}) on a running sandbox
 //   first_output  from nothing to the first output of a command: create, start, exec
@@ -47,11 +50,26 @@
 #include "bench_support.hpp"
 #include "sandboxio/async.hpp"
 #include "sandboxio/codec/tar.hpp"
+#include "sandboxio/local.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
 
 using namespace sandboxio::bench;
+
+// ---- bubblewrap alone: local://'s launcher with PROGRAM in place of the agent ----
+std::string bwrap_command(const std::string& program) {
+  auto dsn = sandboxio::parse_dsn("local://");
+  auto config = sandboxio::local::config_for(dsn.value());
+  if (!config) return {};
+  const auto argv = sandboxio::local::launch_argv(config.value(), {});
+  std::string command;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    if (i > 0 && argv[i] == "/dev/.sandboxio/agent" && argv[i - 1] != config.value().agent) break;
+    command += "'" + argv[i] + "' ";
+  }
+  return command + program;
+}
 
 // ---- the raw-socket client: what the shortest possible client does ----
 int unix_connect() {
@@ -377,6 +395,16 @@ int main(int argc, char** argv) {
   const std::string agent_dsn = "docker://" + o.image;
   auto sba = sandboxio::sync::Sandbox::create(agent_dsn);
   (void)sba.run({"true"});
+  const std::string bwrap_true = bwrap_command("/usr/bin/true");
+  std::optional<sandboxio::sync::Sandbox> sbl;
+  try {
+    sandboxio::CreateOptions long_lived;
+    long_lived.lifetime = std::chrono::hours(1);
+    sbl = sandboxio::sync::Sandbox::create("local://", long_lived);
+    (void)sbl->run({"true"});
+  } catch (const sandboxio::Error& e) {
+    std::cerr << "*** local:// cannot run here (" << e.what() << "): its columns are empty ***\n";
+  }
   const std::string run_true_cmd = R"({"op":"run_true","container":")" + id + "\"}";
   // Warm up every path once.
   (void)sb.run({"true"});
@@ -401,6 +429,14 @@ int main(int argc, char** argv) {
     samples["raw_run_steps_ms"]["exec start (runc runs it)"].push_back(steps[1]);
     samples["raw_run_steps_ms"]["exec inspect"].push_back(steps[2]);
     if (auto ms = node_ms(run_true_cmd)) samples["latency_ms"]["dockerode"].push_back(*ms);
+    if (sbl) {
+      t = Clock::now();
+      if (!sbl->run({"true"}).ok()) std::cerr << "sandboxio local://: run failed\n";
+      samples["latency_ms"]["sandboxio local://"].push_back(ms_since(t));
+      t = Clock::now();
+      if (run_shell(bwrap_true) != 0) std::cerr << "bwrap: failed\n";
+      samples["latency_ms"]["bwrap (a process spawn)"].push_back(ms_since(t));
+    }
   }
 
   std::cerr << "first output: " << o.runs << " runs\n";
@@ -418,6 +454,13 @@ int main(int argc, char** argv) {
     samples["first_output_ms"]["raw socket"].push_back(raw_first_output(o.image));
     if (auto ms = node_ms(R"({"op":"first_output","image":")" + o.image + "\"}"))
       samples["first_output_ms"]["dockerode"].push_back(*ms);
+    if (sbl) {
+      samples["first_output_ms"]["sandboxio local://"].push_back(
+          sandboxio_first_output("local://"));
+      const auto tb = Clock::now();
+      (void)run_shell(bwrap_command("/usr/bin/echo ready >/dev/null"));
+      samples["first_output_ms"]["bwrap (a process spawn)"].push_back(ms_since(tb));
+    }
   }
 
   std::cerr << "code: " << o.rounds << " rounds\n";
@@ -463,6 +506,7 @@ int main(int argc, char** argv) {
     };
     stream_through(sb, "sandboxio exec path");
     stream_through(sba, "sandboxio");
+    if (sbl) stream_through(*sbl, "sandboxio local://");
     auto t = Clock::now();
     (void)run_shell("docker exec " + id + " head -c " + std::to_string(bytes) +
                     " /dev/zero > /dev/null");

@@ -64,6 +64,35 @@ class Report:
     def w(self, text=""):
         self.lines.append(text)
 
+    def local_targets(self, lat, first, out):
+        """local:// beside docker:// and a bare bubblewrap spawn, from the same run."""
+        mine = "sandboxio local://"
+        if mine not in lat:
+            return
+        spawn = "bwrap (a process spawn)"
+
+        def of(d, peer):
+            if d.get(mine) is None or not d.get(peer):
+                return None
+            return d[mine] / d[peer]
+
+        self.w("### local://: the targets")
+        self.w()
+        self.w("`sandboxio local://` is sandboxio-agent in bubblewrap on this machine, no daemon; "
+               "`bwrap (a process spawn)` starts the program itself under the same bubblewrap "
+               "command line each time (what a sandbox per command would cost).")
+        self.w()
+        self.table(["measure", "value", "verdict"], [
+            ["nothing to first output, median ms", fmt(first.get(mine), 1),
+             verdict(first.get(mine), 50.0, False)],
+            ["`run({\"true\"})` median, ms", fmt(lat.get(mine), 2),
+             verdict(lat.get(mine), 3.0, False)],
+            ["`run` latency vs a bubblewrap spawn", fmt(of(lat, spawn), 3), ""],
+            ["`run` latency vs docker:// (the agent)", fmt(of(lat, "sandboxio"), 3), ""],
+            ["first output vs docker:// (the agent)", fmt(of(first, "sandboxio"), 3), ""],
+            ["stdout throughput vs docker:// (the agent)", fmt(of(out, "sandboxio"), 3), ""],
+        ])
+
     def table(self, header, rows):
         self.w("| " + " | ".join(header) + " |")
         self.w("|" + "|".join("---" for _ in header) + "|")
@@ -282,8 +311,9 @@ plot {", ".join(plots)}
             self.w()
             self.explain_agent_misses(of(fw, "raw socket"), of(first, "raw socket"),
                                       s.get("concurrent_peak_mib", {}))
-        peers = [k for k in ["sandboxio", "sandboxio exec path", "raw socket", "dockerode",
-                             "docker CLI"]
+        self.local_targets(lat, first, out)
+        peers = [k for k in ["sandboxio", "sandboxio exec path", "sandboxio local://",
+                             "bwrap (a process spawn)", "raw socket", "dockerode", "docker CLI"]
                  if k in lat]
         self.w("### Medians")
         self.w()
