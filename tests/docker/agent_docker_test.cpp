@@ -379,3 +379,33 @@ TEST(DockerAgent, ContextsAreDeclaredOnlyWhereTheyCanRun) {
 }
 
 }  // namespace
+
+namespace {
+
+// docker://IMAGE?runtime=runsc: the engine's gVisor runtime (scripts/docker-env registers
+// Debian's runsc). The tier says GVISOR, require_isolation=GVISOR holds there and only there,
+// and the agent serves the sandbox from inside gVisor's kernel.
+TEST(DockerGvisor, RunscIsTheGvisorTierAndTheAgentServesUnderIt) {
+  SBX_REQUIRE_ENGINE();
+  sandboxio::CreateOptions strict;
+  strict.require_isolation = sandboxio::IsolationTier::Gvisor;
+  auto sb = sandboxio::sync::Sandbox::create(kDsn + "?runtime=runsc", strict);
+  EXPECT_EQ(sb.tier(), sandboxio::IsolationTier::Gvisor);
+  EXPECT_EQ(sb.info().agent.rfind(kAgent, 0), 0u) << sb.info().agent;
+  // gVisor's Sentry answers system calls: it reports its own kernel, not this machine's.
+  const auto inside = sb.run({"uname", "-r"});
+  EXPECT_EQ(inside.stdout_bytes, "4.4.0\n");
+  EXPECT_NE(inside.stdout_bytes, sandboxio::testing::capture("uname -r"));
+  EXPECT_EQ(sb.run_code("print(6 * 7)").stdout_bytes, "42\n");
+  // The same minimum refuses plain docker:// (runc: CONTAINER).
+  try {
+    (void)sandboxio::sync::Sandbox::create(kDsn, strict);
+    ADD_FAILURE() << "plain docker:// passed require_isolation=GVISOR";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::IsolationNotSatisfied) << e.what();
+  }
+  // A runtime whose isolation sandboxio does not know is refused, not guessed.
+  EXPECT_THROW((void)sandboxio::sync::Sandbox::create(kDsn + "?runtime=kata"), sandboxio::Error);
+}
+
+}  // namespace

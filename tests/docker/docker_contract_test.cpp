@@ -1,7 +1,8 @@
 // The whole contract suite on docker:// against the real engine: with the python test image
 // through the blocking and the Asio transports, through sandboxio-agent (the default: its
 // direct socket where this process may reach it) and on the daemon's exec path (?agent=off);
-// and through the agent over the attach stream on a busybox image (no python3, no libc).
+// through the agent over the attach stream on a busybox image (no python3, no libc); and under
+// gVisor (?runtime=runsc).
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
@@ -65,6 +66,13 @@ class DockerContract : public ::testing::TestWithParam<std::tuple<std::string, s
                       sandboxio::testing::kBusyboxImage);
     static const Target asio_busybox = docker_target(
         sandboxio::contract::asio_transport(), "?agent=attach", sandboxio::testing::kBusyboxImage);
+    // Under gVisor (the engine's runsc runtime), through the agent: the GVISOR tier.
+    static const Target blocking_gvisor =
+        docker_target(sandboxio::contract::blocking_transport(), "?runtime=runsc");
+    static const Target asio_gvisor =
+        docker_target(sandboxio::contract::asio_transport(), "?runtime=runsc");
+    if (via == "BlockingGvisor") return blocking_gvisor;
+    if (via == "AsioGvisor") return asio_gvisor;
     if (via == "BlockingAgentBusybox") return blocking_busybox;
     if (via == "AsioAgentBusybox") return asio_busybox;
     if (via == "BlockingAgent") return blocking_agent;
@@ -85,7 +93,8 @@ TEST_P(DockerContract, Case) {
 INSTANTIATE_TEST_SUITE_P(
     Docker, DockerContract,
     ::testing::Combine(::testing::Values("Blocking", "Asio", "BlockingAgent", "AsioAgent",
-                                         "BlockingAgentBusybox", "AsioAgentBusybox"),
+                                         "BlockingAgentBusybox", "AsioAgentBusybox",
+                                         "BlockingGvisor", "AsioGvisor"),
                        ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_" +

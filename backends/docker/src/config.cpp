@@ -21,6 +21,9 @@ const OptionSpec kOptions[] = {
     {"read_only", OptionType::Bool, "read-only root filesystem"},
     {"tmpfs", OptionType::String, "comma-separated tmpfs mount points, e.g. /tmp,/work"},
     {"pull", OptionType::String, "missing (default): pull an absent image; never: refuse"},
+    {"runtime", OptionType::String,
+     "the engine's OCI runtime for the container: runsc (gVisor: tier gvisor), runc or crun "
+     "(tier container); default: the engine's default (container)"},
     {"agent", OptionType::String,
      "auto (default): on where sandboxio-agent is installed, else off; on: run sandboxio-agent "
      "as the container's init (reached over a direct socket where the client may, else the "
@@ -132,6 +135,12 @@ Result<Config> config_for(const Dsn& dsn) {
     return Problem{errc::InvalidOption, "pull=" + pull + " is not missing or never", {}};
   }
   c.pull_missing = pull == "missing";
+  c.runtime = o.string("runtime");
+  if (!c.runtime.empty() && c.runtime != "runsc" && c.runtime != "runc" && c.runtime != "crun") {
+    return Problem{errc::InvalidOption,
+                   "runtime=" + c.runtime + " is not one whose isolation sandboxio knows",
+                   "runtime=runsc (gVisor), runc or crun; docs/reference/backends/docker.md."};
+  }
   const std::string agent = o.string("agent", "auto");
   if (agent != "auto" && agent != "on" && agent != "off" && agent != "attach") {
     return Problem{errc::InvalidOption, "agent=" + agent + " is not auto, on, attach or off", {}};

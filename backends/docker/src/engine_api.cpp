@@ -85,6 +85,7 @@ std::string create_body(const Config& config_, const CreateOptions& o, std::int6
   if (agent_as_root) w.key(kUserLabel).value(user);
   w.end_object();
   w.key("HostConfig").begin_object();
+  if (!config_.runtime.empty()) w.key("Runtime").value(config_.runtime);
   w.key("NetworkMode").value("none");
   w.key("AutoRemove").value(true);
   w.key("Init").value(!agent);  // the agent is an init itself

@@ -14,7 +14,9 @@ namespace sandboxio::docker {
 namespace detail {
 
 DockerMachine::DockerMachine(Config config)
-    : AgentMachine("docker", IsolationTier::Container, "the Docker engine"),
+    : AgentMachine("docker",
+                   config.runtime == "runsc" ? IsolationTier::Gvisor : IsolationTier::Container,
+                   "the Docker engine"),
       config_(std::move(config)) {}
 
 // ---- inputs ----

@@ -11,6 +11,7 @@
 //   read_only=true         read-only root filesystem (pair it with tmpfs=)
 //   tmpfs=/tmp,/work       tmpfs mounts (files there move through an exec, not the archive API)
 //   pull=missing|never     pull the image when absent (default missing)
+//   runtime=runsc          the engine's gVisor runtime: isolation tier GVISOR
 // What each declares and refuses: docs/reference/backends/docker.md.
 #pragma once
 
@@ -43,6 +44,9 @@ struct Config {
   bool read_only = false;
   std::vector<std::string> tmpfs{};
   bool pull_missing = true;
+  /// The engine's OCI runtime ("runsc": gVisor, tier GVISOR; "runc", "crun": CONTAINER);
+  /// empty: the engine's default. The engine must have it registered (dockerd --add-runtime).
+  std::string runtime{};
   /// "host:pid" of this process, for the owner label.
   std::string owner{};
   /// Random per process: labels containers and makes exec tokens unique.
