@@ -79,6 +79,9 @@ class Spawner {
     posix_spawnattr_init(&attr);
     for (int target : {0, 1, 2})
       posix_spawn_file_actions_adddup2(&actions, pair[1], target);
+    // Nothing else of this process reaches the launcher (and through it a sandbox): every
+    // descriptor from 3 on is closed, close-on-exec or not.
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     // A session of its own: no terminal's signals; and default signal dispositions and mask.
     sigset_t none, all;
     sigemptyset(&none);

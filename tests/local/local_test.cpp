@@ -8,6 +8,7 @@
 // bubblewrap); without them the tests skip loudly, and fail under SBX_REQUIRE_LOCAL=1 (CI).
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -221,6 +222,43 @@ TEST(Local, ItsProcessesRunUnprivilegedWithNoCapabilitiesUnderSeccomp) {
   }
   EXPECT_EQ(trim(status_field(pid, "CapEff")), "0000000000000000");
   p.kill();
+}
+
+TEST(Local, NoDescriptorOfTheOwnerReachesTheSandbox) {
+  SBX_REQUIRE_LOCAL();
+  // A descriptor the owner holds open without close-on-exec, to a file the sandbox must not
+  // see: the launcher is started with nothing but its socket.
+  char path[] = "/tmp/sbx-host-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "host-secret\n", 12), 12);
+  ::fcntl(fd, F_SETFD, 0);
+  auto sb = sandboxio::sync::Sandbox::create("local://");
+  auto p = sb.stream({"sh", "-c", "echo started; sleep 60"});
+  ASSERT_TRUE(p.next().has_value());  // the sandbox and a command in it are running
+  // No process on this machine but this one holds the file open: not bubblewrap, not the
+  // agent, not the command.
+  std::vector<std::string> holders;
+  DIR* proc = ::opendir("/proc");
+  ASSERT_NE(proc, nullptr);
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || std::stoi(e->d_name) == ::getpid()) continue;
+    const std::string fds = std::string("/proc/") + e->d_name + "/fd";
+    DIR* d = ::opendir(fds.c_str());
+    if (d == nullptr) continue;
+    while (dirent* f = ::readdir(d)) {
+      char target[512];
+      const ssize_t n = ::readlink((fds + "/" + f->d_name).c_str(), target, sizeof target - 1);
+      if (n > 0 && std::string(target, static_cast<std::size_t>(n)) == path)
+        holders.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  ::closedir(proc);
+  EXPECT_TRUE(holders.empty()) << "held open by pid " << holders.front();
+  p.kill();
+  ::close(fd);
+  ::unlink(path);
 }
 
 TEST(Local, ReadOnlyBindsStayReadOnlyAndHostFilesUnwritten) {

@@ -85,7 +85,7 @@ class LocalMachine final : public backend::AgentMachine {
       agent_frame(std::move(f), now);
     if (reader_.error()) {
       Problem p = *reader_.error();
-      if (!agent_ready_) p.detail = "the launcher said: " + printable(agent_stderr_);
+      if (!agent_ready_) p.detail = "the launcher said: " + launcher_words();
       close_session();
       gone_ = true;
       agent_lost(p, now);
@@ -100,7 +100,7 @@ class LocalMachine final : public backend::AgentMachine {
     gone_ = true;
     ended(agent_ready_ || agent_stderr_.empty()
               ? gone_problem()
-              : Problem{errc::CreateFailed, "the launcher said: " + printable(agent_stderr_), {}},
+              : Problem{errc::CreateFailed, "the launcher said: " + launcher_words(), {}},
           now);
   }
 
@@ -319,6 +319,14 @@ class LocalMachine final : public backend::AgentMachine {
     SandboxInfo info = sandbox_info(state, lifetime_);
     if (via_agent()) info.agent = welcome_.agent + " (bubblewrap)";
     return info;
+  }
+
+  /// What the launcher wrote before the agent's Welcome, as printable text; taken once (the
+  /// raw bytes must not reach a message as they are).
+  std::string launcher_words() {
+    std::string words = printable(agent_stderr_);
+    agent_stderr_.clear();
+    return words.empty() ? "nothing (it ended)" : words;
   }
 
   static Problem not_created() {

@@ -45,10 +45,10 @@ struct SpawnedProcess {
 };
 
 /// Starts `endpoint.argv` (argv[0] an absolute path) in a session of its own with an empty
-/// environment but PATH. It is started from a thread that lives as long as this process, so a
-/// launcher that asks for the parent-death signal (bwrap --die-with-parent) ends with the
-/// process, never with the thread that happened to open the connection. ConnectionFailed when
-/// it cannot be started.
+/// environment but PATH, and no descriptor of this process but the socket (0, 1, 2). It is started
+/// from a thread that lives as long as this process, so a launcher that asks for the parent-death
+/// signal (bwrap --die-with-parent) ends with the process, never with the thread that happened to
+/// open the connection. ConnectionFailed when it cannot be started.
 [[nodiscard]] Result<SpawnedProcess> spawn_connected(const Endpoint& endpoint);
 
 }  // namespace sandboxio
