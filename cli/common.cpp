@@ -96,8 +96,8 @@ std::pair<std::string, std::string> choose_backend(const std::string& requested)
       return {std::string("docker://") + image, "a Docker engine answers and has this image"};
   }
   return {"local://",
-          "no Docker engine with a python image answers on /var/run/docker.sock, so a "
-          "daemonless sandbox on this machine (bubblewrap)"};
+          "no Docker engine with a python image answers on /var/run/docker.sock: a daemonless "
+          "sandbox on this machine, in bubblewrap"};
 }
 
 }  // namespace sandboxio::cli

@@ -72,7 +72,7 @@ int demo(const std::string& requested) {
   sandbox.kill();
   line("teardown", "killed; nothing left behind", watch.lap());
   std::cout << out.ok("ok")
-            << ": the same program runs on docker:// and e2b:// by changing the DSN\n";
+            << ": the same program runs on local://, docker:// and e2b:// by changing the DSN\n";
   return 0;
 }
 
