@@ -164,10 +164,14 @@ Verdict check_local() {
                         std::string(sb.tier().name()) +
                             " (namespaces on the shared kernel; not GVISOR or MICROVM)",
                         {}});
+    const int cgroups = config.value().cgroup_version;
     v.checks.push_back({"resource limits",
                         true,
-                        "memory, cpu and pids limits are refused (SBX_E1404), never ignored: "
-                        "local:// does not enforce them yet",
+                        cgroups != 0 ? "memory, cpu and pids limits through cgroup v" +
+                                           std::to_string(cgroups) + " (" +
+                                           config.value().cgroup_memory + ")"
+                                     : "memory, cpu and pids limits are refused (SBX_E1404), "
+                                       "never ignored: they need root here",
                         {}});
   } catch (const Error& e) {
     v.checks.push_back({"user namespaces", false, e.what(),

@@ -144,26 +144,42 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 void ChildProcess::end() noexcept {
   if (pid_ <= 0) return;
-  // A launcher whose child is the init of a PID namespace (bubblewrap): killing that init
-  // ends every process in the namespace, and it exits only once they all have. Waiting for
-  // it (a pidfd, bounded) means that when end() returns nothing of the sandbox is left.
-  std::vector<int> exits;
-  for (pid_t child : children_of(pid_)) {
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
-    ::kill(child, SIGKILL);
-    if (fd >= 0) exits.push_back(fd);
-  }
+  // A launcher whose child (or, behind a shell, grandchild) is the init of a PID namespace
+  // (bubblewrap): killing that init ends every process in the namespace, and it exits only once
+  // they all have. Both generations are killed and waited for (pidfds, bounded), then the
+  // launcher gets the rest of the time to finish on its own (a shell removes the cgroups it
+  // made), and is killed and reaped. When end() returns, nothing of the sandbox is left.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (int fd : exits) {
+  auto wait_for = [&](int fd) {
     pollfd p{fd, POLLIN, 0};
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != -1 ||
-          errno != EINTR)
-        break;
+      if (left.count() <= 0) return false;
+      const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (n > 0) return true;
+      if (n < 0 && errno != EINTR) return false;
     }
+  };
+  std::vector<pid_t> doomed;
+  for (pid_t child : children_of(pid_)) {
+    for (pid_t grandchild : children_of(child))
+      doomed.push_back(grandchild);
+    doomed.push_back(child);
+  }
+  std::vector<int> exits;
+  for (pid_t p : doomed) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, p, 0));
+    ::kill(p, SIGKILL);
+    if (fd >= 0) exits.push_back(fd);
+  }
+  for (int fd : exits) {
+    (void)wait_for(fd);
     ::close(fd);
+  }
+  if (const int self = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)); self >= 0) {
+    (void)wait_for(self);
+    ::close(self);
   }
   ::kill(pid_, SIGKILL);
   int status = 0;

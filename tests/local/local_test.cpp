@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <atomic>
 #include <cstdlib>
@@ -403,18 +404,58 @@ TEST(Local, ATimeoutKillsTheWholeTreeSetsidDoubleForkAndEnvI) {
   EXPECT_EQ(left.stdout_bytes, "") << "survivors: " << left.stdout_bytes;
 }
 
-TEST(Local, LimitsItCannotEnforceAreRefusedWithTheirCode) {
+/// Whether local:// enforces limits here (cgroups it may make: as root).
+int cgroup_version() {
+  auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value());
+  return config ? config.value().cgroup_version : 0;
+}
+
+TEST(Local, MemoryAndPidsLimitsHoldWhereCgroupsAreWritableAndAreRefusedElsewhere) {
   SBX_REQUIRE_LOCAL();
+  sandboxio::CreateOptions disk;
+  disk.resources.disk_bytes = 1ull << 30;  // never: the writable places are tmpfs
+  EXPECT_THROW((void)sandboxio::sync::Sandbox::create("local://", disk), sandboxio::Error);
   for (int which = 0; which < 2; ++which) {
     sandboxio::CreateOptions options;
     if (which == 0) options.resources.memory_bytes = 64ull << 20;
-    if (which == 1) options.resources.pids = 64;
-    try {
-      (void)sandboxio::sync::Sandbox::create("local://", options);
-      ADD_FAILURE() << "a limit local:// does not enforce was accepted";
-    } catch (const sandboxio::Error& e) {
-      EXPECT_EQ(e.code(), sandboxio::errc::ResourceLimitUnsupported) << e.what();
+    if (which == 1) options.resources.pids = 16;
+    if (cgroup_version() == 0) {
+      try {
+        (void)sandboxio::sync::Sandbox::create("local://", options);
+        ADD_FAILURE() << "a limit local:// cannot enforce here was accepted";
+      } catch (const sandboxio::Error& e) {
+        EXPECT_EQ(e.code(), sandboxio::errc::ResourceLimitUnsupported) << e.what();
+      }
+      continue;
     }
+    auto sb = sandboxio::sync::Sandbox::create("local://", options);
+    EXPECT_TRUE(sb.capabilities().contains(sandboxio::Capability::ResourceCaps));
+    if (which == 0) {
+      // 10 MiB at a time up to 400 MiB: the kernel ends it at the limit.
+      const auto r = sb.run({"python3", "-c",
+                             "chunks = []\n"
+                             "for i in range(40):\n"
+                             "    chunks.append(bytearray(10 << 20))\n"
+                             "print('survived')\n"});
+      EXPECT_EQ(r.stdout_bytes, "");
+      EXPECT_EQ(r.signal, SIGKILL) << "exit " << r.exit_code.value_or(-1) << ": " << r.stderr_bytes;
+      // Below the limit, all is well.
+      EXPECT_EQ(sb.run({"python3", "-c", "b = bytearray(20 << 20); print('ok')"}).stdout_bytes,
+                "ok\n");
+    } else {
+      const auto r = sb.run({"sh", "-c", "for i in $(seq 40); do sleep 5 & done 2>&1; wait"});
+      EXPECT_NE(r.stdout_bytes.find("fork"), std::string::npos)
+          << "forty processes under pids=16: " << r.stdout_bytes << r.stderr_bytes;
+      EXPECT_EQ(sb.run({"true"}).exit_code, 0) << "the sandbox works on at its limit";
+    }
+    const std::string id = sb.id();
+    sb.kill();
+    // Its cgroups went with it.
+    struct stat st {};
+    const std::string group =
+        (cgroup_version() == 2 ? "/sys/fs/cgroup/sandboxio/" : "/sys/fs/cgroup/memory/sandboxio/") +
+        id;
+    EXPECT_NE(::stat(group.c_str(), &st), 0) << group << " remains";
   }
   EXPECT_TRUE(live_local_sandboxes().empty());
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/docker.hpp"
@@ -32,6 +33,45 @@ std::string find_program(const char* name) {
 bool is_dir(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool writable_dir(const std::string& path) {
+  return is_dir(path) && ::access(path.c_str(), W_OK) == 0;
+}
+
+bool file_has_words(const std::string& path, std::initializer_list<const char*> words) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string text = " " + std::string(buf, n) + " ";
+  for (const char* w : words) {
+    if (text.find(std::string(" ") + w + " ") == std::string::npos &&
+        text.find(std::string(" ") + w + "\n") == std::string::npos)
+      return false;
+  }
+  return true;
+}
+
+// Where sandboxes' cgroups can be made: only as root (a normal user on a systemd machine gets a
+// delegated subtree through systemd, which is not wired in yet: limits are refused there).
+void find_cgroups(Config& c) {
+  if (::geteuid() != 0) return;
+  const std::string root = "/sys/fs/cgroup";
+  if (file_has_words(root + "/cgroup.subtree_control", {"cpu", "memory", "pids"}) &&
+      writable_dir(root)) {
+    c.cgroup_version = 2;
+    c.cgroup_memory = root;
+    return;
+  }
+  const std::string cpu = is_dir(root + "/cpu") ? root + "/cpu" : root + "/cpu,cpuacct";
+  if (writable_dir(root + "/memory") && writable_dir(root + "/pids") && writable_dir(cpu)) {
+    c.cgroup_version = 1;
+    c.cgroup_memory = root + "/memory";
+    c.cgroup_pids = root + "/pids";
+    c.cgroup_cpu = cpu;
+  }
 }
 
 }  // namespace
@@ -109,6 +149,7 @@ Result<Config> config_for(const Dsn& dsn) {
       if (::access(file, R_OK) == 0) c.etc.emplace_back(file);
     }
   }
+  find_cgroups(c);
   static std::atomic<std::uint64_t> count{0};
   c.id = "local-" + backend::process_session() + "-" + std::to_string(++count);
   return c;

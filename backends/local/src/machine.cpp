@@ -51,6 +51,7 @@ class LocalMachine final : public backend::AgentMachine {
 
   CapabilitySet capabilities() const noexcept override {
     CapabilitySet caps = declared_capabilities();
+    if (config_.cgroup_version != 0) caps.insert(Capability::ResourceCaps);
     if (agent_python()) {
       caps.insert(Capability::StatefulCode);
       caps.insert(Capability::RichOutput);
@@ -421,6 +422,81 @@ class LocalMachine final : public backend::AgentMachine {
 
 }  // namespace
 
+namespace {
+
+/// The cgroup prologue and epilogue around the launcher: a shell that makes the sandbox's
+/// cgroups, sets the limits asked for, starts the launcher in them, leaves them itself (so it
+/// counts against none), and removes them once the sandbox has ended.
+std::vector<std::string> with_cgroups(const Config& config, const Resources& r,
+                                      std::vector<std::string> launcher) {
+  const std::string group = "sandboxio/" + config.id;
+  std::string s = "set -e\n";
+  std::vector<std::string> roots;
+  // Where the shell goes once the launcher has started: v1's sandboxio group; on v2 a group
+  // with controllers enabled may hold no process, so the root.
+  std::string leave = "sandboxio/";
+  if (config.cgroup_version == 2) {
+    leave.clear();
+    roots = {config.cgroup_memory};
+    const std::string g = config.cgroup_memory + "/" + group;
+    s += "mkdir -p '" + config.cgroup_memory + "/sandboxio'\n";
+    s += "echo +memory +pids +cpu > '" + config.cgroup_memory +
+         "/sandboxio/cgroup.subtree_control'\n";
+    s += "mkdir '" + g + "'\n";
+    if (r.memory_bytes) {
+      s += "echo " + std::to_string(*r.memory_bytes) + " > '" + g + "/memory.max'\n";
+      s += "echo 0 > '" + g + "/memory.swap.max' 2>/dev/null || true\n";
+    }
+    if (r.pids) s += "echo " + std::to_string(*r.pids) + " > '" + g + "/pids.max'\n";
+    if (r.cpus) {
+      s += "echo " + std::to_string(static_cast<long long>(*r.cpus * 100000)) + " 100000 > '" + g +
+           "/cpu.max'\n";
+    }
+  } else {
+    roots = {config.cgroup_memory, config.cgroup_pids, config.cgroup_cpu};
+    for (const auto& root : roots)
+      s += "mkdir -p '" + root + "/" + group + "'\n";
+    const std::string m = config.cgroup_memory + "/" + group;
+    if (r.memory_bytes) {
+      const std::string bytes = std::to_string(*r.memory_bytes);
+      s += "echo " + bytes + " > '" + m + "/memory.limit_in_bytes'\n";
+      s += "if [ -e '" + m + "/memory.memsw.limit_in_bytes' ]; then echo " + bytes + " > '" + m +
+           "/memory.memsw.limit_in_bytes'; fi\n";
+    }
+    if (r.pids) {
+      s += "echo " + std::to_string(*r.pids) + " > '" + config.cgroup_pids + "/" + group +
+           "/pids.max'\n";
+    }
+    if (r.cpus) {
+      const std::string c = config.cgroup_cpu + "/" + group;
+      s += "echo 100000 > '" + c + "/cpu.cfs_period_us'\n";
+      s += "echo " + std::to_string(static_cast<long long>(*r.cpus * 100000)) + " > '" + c +
+           "/cpu.cfs_quota_us'\n";
+    }
+  }
+  s += "set +e\n";
+  for (const auto& root : roots)
+    s += "echo $$ > '" + root + "/" + group + "/cgroup.procs'\n";
+  // The socket through fd 3: a shell gives an asynchronous command /dev/null as its stdin
+  // before any redirection of its own.
+  // The shell then lets go of the socket: the launcher has its own copies, and nothing the
+  // shell might say (a job's end) may reach the host, or kill it by SIGPIPE once the host has
+  // closed its end.
+  s += "exec 3<&0\n\"$@\" <&3 3<&- &\nchild=$!\nexec 3<&- </dev/null >/dev/null 2>&1\n";
+  for (const auto& root : roots)
+    s += "echo $$ > '" + root + "/" + leave + "cgroup.procs'\n";
+  s += "wait $child\n";
+  for (const auto& root : roots) {
+    s += "n=0; until rmdir '" + root + "/" + group +
+         "' 2>/dev/null || [ $n -ge 100 ]; do n=$((n+1)); sleep 0.02; done\n";
+  }
+  std::vector<std::string> argv = {"/bin/sh", "-c", s, "sandboxio-cgroup"};
+  argv.insert(argv.end(), launcher.begin(), launcher.end());
+  return argv;
+}
+
+}  // namespace
+
 std::vector<std::string> launch_argv(const Config& config, const CreateOptions& options) {
   std::vector<std::string> argv;
   if (!config.setpriv.empty()) {
@@ -459,6 +535,9 @@ std::vector<std::string> launch_argv(const Config& config, const CreateOptions& 
        config.home, "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp"});
   add({std::string(kAgentPath), "--lifetime", std::to_string(options.lifetime.count()), "--seccomp",
        "--quiet"});
+  const Resources& r = options.resources;
+  if (config.cgroup_version != 0 && (r.memory_bytes || r.pids || r.cpus))
+    return with_cgroups(config, r, std::move(argv));
   return argv;
 }
 

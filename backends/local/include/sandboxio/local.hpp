@@ -51,6 +51,12 @@ struct Config {
   std::vector<std::string> etc{};
   /// The private, writable home and default working directory.
   std::string home = "/home/sandbox";
+  /// Resource limits through cgroups, where this process may make them (root, with the memory,
+  /// pids and cpu controllers writable): 1 for cgroup v1 (one hierarchy per controller), 2 for
+  /// the unified v2 hierarchy; 0 where it may not, and then limits are refused.
+  int cgroup_version = 0;
+  /// v1: the memory, pids and cpu hierarchies' roots; v2: `cgroup_memory` is the root.
+  std::string cgroup_memory{}, cgroup_pids{}, cgroup_cpu{};
   /// "local-<session>-<n>": the sandbox's id.
   std::string id{};
 };
@@ -64,8 +70,8 @@ struct Config {
                                                    const CreateOptions& options);
 /// The machine for one sandbox.
 [[nodiscard]] std::unique_ptr<Machine> make_machine(Config config);
-/// The capabilities local:// declares (stateful code and rich output once the agent has found
-/// python3).
+/// The capabilities every local:// sandbox declares; a machine adds resource caps where it may
+/// make cgroups, and stateful code and rich output once the agent has found python3.
 [[nodiscard]] CapabilitySet declared_capabilities();
 /// The registry entry for local://.
 [[nodiscard]] BackendEntry backend_entry();
