@@ -65,7 +65,8 @@ std::string bwrap_command(const std::string& program) {
   const auto argv = sandboxio::local::launch_argv(config.value(), {});
   std::string command;
   for (std::size_t i = 0; i < argv.size(); ++i) {
-    if (i > 0 && argv[i] == "/dev/.sandboxio/agent" && argv[i - 1] != config.value().agent) break;
+    if (i > 0 && argv[i] == sandboxio::local::kAgentPath && argv[i - 1] != config.value().agent)
+      break;
     command += "'" + argv[i] + "' ";
   }
   return command + program;

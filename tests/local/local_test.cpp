@@ -379,7 +379,7 @@ TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
   std::string command;
   for (std::size_t i = 0; i < argv.size(); ++i) {
     // Up to the agent as the command (its path after anything but the --ro-bind source).
-    if (argv[i] == "/dev/.sandboxio/agent" && argv[i - 1] != config.agent) break;
+    if (argv[i] == sandboxio::local::kAgentPath && argv[i - 1] != config.agent) break;
     command += "'" + argv[i] + "' ";
     if (argv[i] == "--unshare-all") command += "--share-net ";
   }

@@ -20,10 +20,6 @@ namespace {
 using backend::AgentOpState;
 using namespace std::chrono_literals;
 
-/// Where the agent is bound read-only inside the sandbox. /dev is a tmpfs bubblewrap makes in
-/// every sandbox, so this works on a read-only root of any image too.
-constexpr std::string_view kAgentPath = "/dev/.sandboxio/agent";
-
 Problem unsupported(const std::string& what, const std::string& hint) {
   return Problem{errc::CapabilityNotSupported, what, hint};
 }

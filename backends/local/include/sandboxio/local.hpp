@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sandboxio/dsn.hpp"
@@ -28,6 +29,10 @@
 #include "sandboxio/registry.hpp"
 
 namespace sandboxio::local {
+
+/// Where the agent is bound read-only inside the sandbox. /dev is a tmpfs bubblewrap makes in
+/// every sandbox, so this works on a read-only root of any image too.
+inline constexpr std::string_view kAgentPath = "/dev/.sandboxio/agent";
 
 /// Everything the machine needs from outside, as values (it reads no files and no clock).
 struct Config {
