@@ -377,6 +377,20 @@ void AgentMachine::agent_write(OpId id, std::string path, Bytes data, Instant no
   agent_send(agent::Type::FileEnd, channel);
 }
 
+bool AgentMachine::agent_stop(OpId id, Termination why, Instant now) {
+  const Op* op = find_op(id);
+  if (op == nullptr) return false;
+  if (op->kind == AgentOpState::Kind::Code) {
+    code_stop(id, why, now);
+    return true;
+  }
+  if (op->kind == AgentOpState::Kind::Exec && op->channel != 0) {
+    agent_kill(id, why, now);
+    return true;
+  }
+  return false;
+}
+
 void AgentMachine::agent_cancel_call(OpId id, Instant now) {
   Op* op = find_op(id);
   if (!op) return;

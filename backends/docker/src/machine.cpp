@@ -103,16 +103,12 @@ void DockerMachine::handle_timeout(Instant now) {
                        format_duration(std::chrono::duration_cast<nanoseconds>(op->create_timeout)),
                    {}},
            now);  // the continuation that comes back removes what was made
-    } else if (op->kind == OpState::Kind::Code) {
-      code_stop(id, Termination::Timeout, now);
-    } else if (op->kind == OpState::Kind::Exec) {
-      if (op->channel != 0) {
-        agent_kill(id, Termination::Timeout, now);
-      } else {
+    } else if (!agent_stop(id, Termination::Timeout, now)) {  // not through the agent
+      if (op->kind == OpState::Kind::Exec) {
         kill_tree(id, Termination::Timeout, now);
+      } else {
+        expire_operation(id, now);
       }
-    } else {
-      expire_operation(id, now);
     }
   }
   exec_timers(now);
@@ -167,11 +163,9 @@ void DockerMachine::submit_cancel(OpId id, Instant now) {
   Op* op = find_op(id);
   if (!op || op->cancelled) return;
   op->cancelled = true;
-  if (op->kind == OpState::Kind::Code) {
-    code_stop(id, Termination::Cancelled, now);
-  } else if (op->kind == OpState::Kind::Exec && op->channel != 0) {
-    agent_kill(id, Termination::Cancelled, now);
-  } else if (op->kind == OpState::Kind::Exec) {
+  // Through the agent, the Exit or CodeDone that follows ends it as cancelled.
+  if (agent_stop(id, Termination::Cancelled, now)) return;
+  if (op->kind == OpState::Kind::Exec) {
     kill_tree(id, Termination::Cancelled, now);
   } else if (op->channel != 0) {
     // A file transfer through the agent: forget it (a read is cancelled there too; a write

@@ -111,11 +111,7 @@ class LocalMachine final : public backend::AgentMachine {
             id,
             Problem{errc::CreateTimeout, "the sandbox did not start within the create timeout", {}},
             now);
-      } else if (op->kind == AgentOpState::Kind::Code) {
-        code_stop(id, Termination::Timeout, now);
-      } else if (op->kind == AgentOpState::Kind::Exec && op->channel != 0) {
-        agent_kill(id, Termination::Timeout, now);
-      } else {
+      } else if (!agent_stop(id, Termination::Timeout, now)) {
         if (op->channel != 0) calls_.erase(op->channel);
         expire(id, now);
       }
@@ -269,11 +265,9 @@ class LocalMachine final : public backend::AgentMachine {
     Op* op = find_op(id);
     if (!op || op->cancelled) return;
     op->cancelled = true;
-    if (op->kind == AgentOpState::Kind::Code) {
-      code_stop(id, Termination::Cancelled, now);
-    } else if (op->kind == AgentOpState::Kind::Exec && op->channel != 0) {
-      agent_kill(id, Termination::Cancelled, now);
-    } else if (op->channel != 0) {
+    // Through the agent, the Exit or CodeDone that follows ends it as cancelled.
+    if (agent_stop(id, Termination::Cancelled, now)) return;
+    if (op->channel != 0) {
       agent_cancel_call(id, now);
     } else if (op->kind == AgentOpState::Kind::Create) {
       close_session();  // bubblewrap is killed: nothing is left behind

@@ -124,6 +124,10 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   void context_start(OpId id, Instant now);
   void code_start(OpId id, CodeRequest request, Instant now);
   void code_stop(OpId id, Termination why, Instant now);
+  /// Stops what `id` runs through the agent for `why` (its timeout, a cancel): a cell is
+  /// interrupted (code_stop), a command's whole tree killed (agent_kill). False when `id` runs
+  /// nothing through the agent, for the backend to stop its own way.
+  bool agent_stop(OpId id, Termination why, Instant now);
   /// Ends a command the way a finished one ends: cancelled, or Done with its result.
   void finish_command(OpId id, ExecResult result, Instant now);
 
