@@ -406,6 +406,22 @@ int main(int argc, char** argv) {
   } catch (const sandboxio::Error& e) {
     std::cerr << "*** local:// cannot run here (" << e.what() << "): its columns are empty ***\n";
   }
+  // The GVISOR tier both ways: the agent under runsc with no daemon, and under dockerd's runsc
+  // runtime.
+  std::optional<sandboxio::sync::Sandbox> sbg, sbdg;
+  const std::string docker_gvisor_dsn = agent_dsn + "?runtime=runsc";
+  try {
+    sandboxio::CreateOptions long_lived;
+    long_lived.lifetime = std::chrono::hours(1);
+    sbg = sandboxio::sync::Sandbox::create("local://?runtime=runsc", long_lived);
+    (void)sbg->run({"true"});
+    sbdg = sandboxio::sync::Sandbox::create(docker_gvisor_dsn);
+    (void)sbdg->run({"true"});
+  } catch (const sandboxio::Error& e) {
+    std::cerr << "*** gVisor cannot run here (" << e.what() << "): its columns are empty ***\n";
+    sbg.reset();
+    sbdg.reset();
+  }
   const std::string run_true_cmd = R"({"op":"run_true","container":")" + id + "\"}";
   // Warm up every path once.
   (void)sb.run({"true"});
@@ -438,6 +454,14 @@ int main(int argc, char** argv) {
       if (run_shell(bwrap_true) != 0) std::cerr << "bwrap: failed\n";
       samples["latency_ms"]["bwrap (a process spawn)"].push_back(ms_since(t));
     }
+    if (sbg) {
+      t = Clock::now();
+      if (!sbg->run({"true"}).ok()) std::cerr << "sandboxio local:// gVisor: run failed\n";
+      samples["latency_ms"]["sandboxio local:// gVisor"].push_back(ms_since(t));
+      t = Clock::now();
+      if (!sbdg->run({"true"}).ok()) std::cerr << "sandboxio docker:// gVisor: run failed\n";
+      samples["latency_ms"]["sandboxio docker:// gVisor"].push_back(ms_since(t));
+    }
   }
 
   std::cerr << "first output: " << o.runs << " runs\n";
@@ -461,6 +485,12 @@ int main(int argc, char** argv) {
       const auto tb = Clock::now();
       (void)run_shell(bwrap_command("/usr/bin/echo ready >/dev/null"));
       samples["first_output_ms"]["bwrap (a process spawn)"].push_back(ms_since(tb));
+    }
+    if (sbg) {
+      samples["first_output_ms"]["sandboxio local:// gVisor"].push_back(
+          sandboxio_first_output("local://?runtime=runsc"));
+      samples["first_output_ms"]["sandboxio docker:// gVisor"].push_back(
+          sandboxio_first_output(docker_gvisor_dsn));
     }
   }
 

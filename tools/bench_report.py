@@ -313,7 +313,8 @@ plot {", ".join(plots)}
                                       s.get("concurrent_peak_mib", {}))
         self.local_targets(lat, first, out)
         peers = [k for k in ["sandboxio", "sandboxio exec path", "sandboxio local://",
-                             "bwrap (a process spawn)", "raw socket", "dockerode", "docker CLI"]
+                             "bwrap (a process spawn)", "sandboxio local:// gVisor",
+                             "sandboxio docker:// gVisor", "raw socket", "dockerode", "docker CLI"]
                  if k in lat]
         self.w("### Medians")
         self.w()

@@ -6,7 +6,8 @@
 //
 // stdin and stdout carry the agent protocol (the owner's session); bridge sessions come on the
 // socket (bridge.cpp). stderr is for the agent's own last words; with --quiet (local://, where
-// stderr is the session's own socket) they end once the protocol starts.
+// stderr is the session's own socket) they end once the protocol starts, and no bridge
+// socket is made even as PID 1.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -447,8 +448,9 @@ int main(int argc, char** argv) {
   if (bridge) return run_bridge(socket_path.empty() ? std::string(kSocketPath) : socket_path);
   // As PID 1 (a container), bridge sessions are taken at the usual place; elsewhere (tests on a
   // host) only where --socket says. The socket is made before --user changes the agent's file
-  // identity, so that it stays root's.
-  if (socket_path.empty() && ::getpid() == 1) socket_path = kSocketPath;
+  // identity, so that it stays root's. With --quiet (local://, where runsc makes the agent PID 1
+  // too) the launcher's stdio is the only session: nothing there would ever bridge.
+  if (socket_path.empty() && ::getpid() == 1 && !quiet) socket_path = kSocketPath;
   if (!socket_path.empty()) {
     std::string error;
     options.listen_fd = listen_for_bridges(socket_path, error);

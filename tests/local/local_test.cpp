@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <csignal>
 
@@ -56,8 +57,33 @@ std::string local_unavailable() {
     }                                                                                           \
   } while (0)
 
+/// Whether local://?runtime=runsc can make a sandbox here (gVisor's runsc installed, and
+/// able to run); the reason when not.
+std::string gvisor_unavailable() {
+  static const std::string why = [] {
+    try {
+      auto sb = sandboxio::sync::Sandbox::create("local://?runtime=runsc");
+      return std::string();
+    } catch (const sandboxio::Error& e) {
+      return std::string(e.what());
+    }
+  }();
+  return why;
+}
+
+#define SBX_REQUIRE_LOCAL_GVISOR()                                                       \
+  do {                                                                                   \
+    SBX_REQUIRE_LOCAL();                                                                 \
+    if (const std::string why = gvisor_unavailable(); !why.empty()) {                    \
+      const char* req = std::getenv("SBX_REQUIRE_LOCAL");                                \
+      if (req != nullptr && std::string(req) == "1")                                     \
+        FAIL() << "local://?runtime=runsc unavailable: " << why;                         \
+      GTEST_SKIP() << "SKIPPED LOUDLY: local://?runtime=runsc cannot run here: " << why; \
+    }                                                                                    \
+  } while (0)
+
 /// The ids of the local:// sandboxes of this process that are running: their bubblewrap
-/// carries the id as the sandbox's host name.
+/// carries the id as the sandbox's host name; under gVisor, runsc's processes end with it.
 std::vector<std::string> live_local_sandboxes() {
   std::vector<std::string> ids;
   const std::string mine = "local-" + sandboxio::backend::process_session() + "-";
@@ -77,6 +103,10 @@ std::vector<std::string> live_local_sandboxes() {
         start = i + 1;
       }
     }
+    if (!args.empty() && args[0].find("runsc") != std::string::npos &&
+        args.back().rfind(mine, 0) == 0) {
+      ids.push_back(args.back());
+    }
     for (std::size_t i = 0; i + 1 < args.size(); ++i) {
       if (args[i] == "--hostname" && args[i + 1].rfind(mine, 0) == 0 &&
           args[0].find("bwrap") != std::string::npos) {
@@ -90,10 +120,11 @@ std::vector<std::string> live_local_sandboxes() {
   return ids;
 }
 
-Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
+Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport,
+                    const std::string& options = "") {
   Target t;
-  t.name = "local";
-  t.dsn = "local://";
+  t.name = "local" + options;
+  t.dsn = "local://" + options;
   t.transport = std::move(transport);
   t.alive_probe = [](const std::string& marker) {
     return std::vector<std::string>{"pgrep", "-f", "--", marker};
@@ -104,7 +135,7 @@ Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.live_sandboxes = live_local_sandboxes;
   // A create that takes seconds (the cancel and create-timeout cases): bubblewrap behind a
-  // launcher that waits first.
+  // launcher that waits first (under gVisor too: what is tested is the machine's create).
   static const std::string slow = [] {
     const std::string path = "/tmp/sbx-slow-bwrap-" + std::to_string(::getpid());
     std::ofstream(path) << "#!/bin/sh\nsleep 5\nexec bwrap \"$@\"\n";
@@ -117,10 +148,23 @@ Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
 
 class LocalContract : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {
  protected:
-  void SetUp() override { SBX_REQUIRE_LOCAL(); }
+  void SetUp() override {
+    if (std::get<0>(GetParam()).find("Gvisor") != std::string::npos) {
+      SBX_REQUIRE_LOCAL_GVISOR();
+    } else {
+      SBX_REQUIRE_LOCAL();
+    }
+  }
   static const Target& target(const std::string& via) {
     static const Target blocking = local_target(sandboxio::contract::blocking_transport());
     static const Target asio = local_target(sandboxio::contract::asio_transport());
+    // Under gVisor (runtime=runsc): the GVISOR tier, daemonless.
+    static const Target blocking_gvisor =
+        local_target(sandboxio::contract::blocking_transport(), "?runtime=runsc");
+    static const Target asio_gvisor =
+        local_target(sandboxio::contract::asio_transport(), "?runtime=runsc");
+    if (via == "BlockingGvisor") return blocking_gvisor;
+    if (via == "AsioGvisor") return asio_gvisor;
     return via == "Blocking" ? blocking : asio;
   }
 };
@@ -135,7 +179,7 @@ TEST_P(LocalContract, Case) {
 
 INSTANTIATE_TEST_SUITE_P(
     Local, LocalContract,
-    ::testing::Combine(::testing::Values("Blocking", "Asio"),
+    ::testing::Combine(::testing::Values("Blocking", "Asio", "BlockingGvisor", "AsioGvisor"),
                        ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_" +
@@ -348,22 +392,25 @@ class Canary {
   std::thread thread_;
 };
 
-TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
-  SBX_REQUIRE_LOCAL();
-  Canary canary;
-  const std::string probe =
-      "import socket\n"
-      "s = socket.socket()\n"
-      "s.settimeout(5)\n"
-      "try:\n"
-      "    s.connect(('127.0.0.1', " +
-      std::to_string(canary.port()) +
-      "))\n"
-      "    print('reached')\n"
-      "except OSError as e:\n"
-      "    print('refused', e.errno)\n";
-  auto sb = sandboxio::sync::Sandbox::create("local://");
-  auto r = sb.run({"python3", "-c", probe});
+/// A python program that tries the canary, and says "reached" or "refused ERRNO".
+std::string canary_probe(const Canary& canary) {
+  return "import socket\n"
+         "s = socket.socket()\n"
+         "s.settimeout(5)\n"
+         "try:\n"
+         "    s.connect(('127.0.0.1', " +
+         std::to_string(canary.port()) +
+         "))\n"
+         "    print('reached')\n"
+         "except OSError as e:\n"
+         "    print('refused', e.errno)\n";
+}
+
+/// From a sandbox of `dsn`: the canary on the host's loopback is unreachable, and names do not
+/// resolve.
+void expect_no_egress(const std::string& dsn, const Canary& canary) {
+  auto sb = sandboxio::sync::Sandbox::create(dsn);
+  auto r = sb.run({"python3", "-c", canary_probe(canary)});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
   EXPECT_EQ(r.stdout_bytes.rfind("refused", 0), 0u) << r.stdout_bytes;
   // Only lo, and names do not resolve.
@@ -372,6 +419,13 @@ TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
               "print('resolved')\nexcept OSError:\n    print('no names')\n"});
   EXPECT_EQ(r.stdout_bytes, "no names\n");
   EXPECT_EQ(canary.accepted(), 0);
+}
+
+TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
+  SBX_REQUIRE_LOCAL();
+  Canary canary;
+  const std::string probe = canary_probe(canary);
+  expect_no_egress("local://", canary);
   // The control: the same launcher with the network shared reaches it, so the probe can.
   sandboxio::CreateOptions options;
   auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value()).value();
@@ -390,9 +444,9 @@ TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
   EXPECT_EQ(canary.accepted(), 1);
 }
 
-TEST(Local, ATimeoutKillsTheWholeTreeSetsidDoubleForkAndEnvI) {
-  SBX_REQUIRE_LOCAL();
-  auto sb = sandboxio::sync::Sandbox::create("local://");
+/// In a sandbox of `dsn`: a command's timeout kills its whole tree.
+void expect_tree_killed_on_timeout(const std::string& dsn) {
+  auto sb = sandboxio::sync::Sandbox::create(dsn);
   sandboxio::Command c;
   c.argv = {"sh", "-c",
             "sleep 1001 & setsid sleep 1002 & (sleep 1003 &); env -i sleep 1004 & "
@@ -404,31 +458,38 @@ TEST(Local, ATimeoutKillsTheWholeTreeSetsidDoubleForkAndEnvI) {
   EXPECT_EQ(left.stdout_bytes, "") << "survivors: " << left.stdout_bytes;
 }
 
+TEST(Local, ATimeoutKillsTheWholeTreeSetsidDoubleForkAndEnvI) {
+  SBX_REQUIRE_LOCAL();
+  expect_tree_killed_on_timeout("local://");
+}
+
 /// Whether local:// enforces limits here (cgroups it may make: as root).
 int cgroup_version() {
   auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value());
   return config ? config.value().cgroup_version : 0;
 }
 
-TEST(Local, MemoryAndPidsLimitsHoldWhereCgroupsAreWritableAndAreRefusedElsewhere) {
-  SBX_REQUIRE_LOCAL();
+/// In sandboxes of `dsn`: memory and pids limits hold where cgroups are writable (and `dsn` can
+/// enforce them per command), and are refused with their code elsewhere; a disk limit is always
+/// refused.
+void expect_limits_hold_or_refused(const std::string& dsn, bool enforceable = true) {
   sandboxio::CreateOptions disk;
   disk.resources.disk_bytes = 1ull << 30;  // never: the writable places are tmpfs
-  EXPECT_THROW((void)sandboxio::sync::Sandbox::create("local://", disk), sandboxio::Error);
+  EXPECT_THROW((void)sandboxio::sync::Sandbox::create(dsn, disk), sandboxio::Error);
   for (int which = 0; which < 2; ++which) {
     sandboxio::CreateOptions options;
     if (which == 0) options.resources.memory_bytes = 64ull << 20;
     if (which == 1) options.resources.pids = 16;
-    if (cgroup_version() == 0) {
+    if (cgroup_version() == 0 || !enforceable) {
       try {
-        (void)sandboxio::sync::Sandbox::create("local://", options);
+        (void)sandboxio::sync::Sandbox::create(dsn, options);
         ADD_FAILURE() << "a limit local:// cannot enforce here was accepted";
       } catch (const sandboxio::Error& e) {
         EXPECT_EQ(e.code(), sandboxio::errc::ResourceLimitUnsupported) << e.what();
       }
       continue;
     }
-    auto sb = sandboxio::sync::Sandbox::create("local://", options);
+    auto sb = sandboxio::sync::Sandbox::create(dsn, options);
     EXPECT_TRUE(sb.capabilities().contains(sandboxio::Capability::ResourceCaps));
     if (which == 0) {
       // 10 MiB at a time up to 400 MiB: the kernel ends it at the limit.
@@ -458,6 +519,11 @@ TEST(Local, MemoryAndPidsLimitsHoldWhereCgroupsAreWritableAndAreRefusedElsewhere
     EXPECT_NE(::stat(group.c_str(), &st), 0) << group << " remains";
   }
   EXPECT_TRUE(live_local_sandboxes().empty());
+}
+
+TEST(Local, MemoryAndPidsLimitsHoldWhereCgroupsAreWritableAndAreRefusedElsewhere) {
+  SBX_REQUIRE_LOCAL();
+  expect_limits_hold_or_refused("local://");
 }
 
 TEST(Local, TheSandboxEndsWithItsHandleAndKillEndsItAtOnce) {
@@ -497,6 +563,127 @@ TEST(Local, ALauncherThatFailsSaysWhy) {
     EXPECT_NE(std::string(e.what()).find("bwrap"), std::string::npos) << e.what();
   }
   ::rmdir(dir);
+}
+
+// ---- runtime=runsc: the agent under gVisor, daemonless and rootless ----
+
+/// The processes on this machine whose command line mentions `word`, as {pid, uid}, but for
+/// the launcher's shell (as root it is root's: it makes the bundle and the cgroups).
+std::vector<std::pair<std::string, unsigned long>> processes_mentioning(const std::string& word) {
+  std::vector<std::pair<std::string, unsigned long>> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().find(word) == std::string::npos || ss.str().rfind("/bin/sh", 0) == 0) continue;
+    std::istringstream uids(status_field(e->d_name, "Uid"));
+    unsigned long real = 0, effective = 0;
+    uids >> real >> effective;
+    if (status_field(e->d_name, "State").find('Z') != std::string::npos) continue;
+    found.emplace_back(e->d_name, effective);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+/// The gVisor bundles (under /tmp) that name the sandbox `id`.
+std::string bundles_of(const std::string& id) {
+  return capture("grep -l -- '" + id + "' /tmp/sandboxio-gvisor.*/config.json 2>/dev/null || true");
+}
+
+TEST(LocalGvisor, DeclaresGvisorWhichRequireIsolationAcceptsAndGuestsSeeGvisorsKernel) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  sandboxio::CreateOptions strict;
+  strict.require_isolation = sandboxio::IsolationTier::Gvisor;
+  auto sb = sandboxio::sync::Sandbox::create("local://?runtime=runsc", strict);
+  const auto info = sb.info();
+  EXPECT_EQ(info.backend, "local");
+  EXPECT_EQ(info.tier, sandboxio::IsolationTier::Gvisor);
+  EXPECT_NE(info.agent.find("gVisor"), std::string::npos) << info.agent;
+  EXPECT_EQ(sb.run({"hostname"}).stdout_bytes, info.id + "\n");
+  // The kernel the sandbox talks to is gVisor's (the Sentry), not this machine's.
+  struct utsname host {};
+  ASSERT_EQ(::uname(&host), 0);
+  const auto r = sb.run({"uname", "-r"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  EXPECT_NE(r.stdout_bytes, std::string(host.release) + "\n");
+  // bubblewrap is no GVISOR: the same minimum refuses plain local://.
+  try {
+    (void)sandboxio::sync::Sandbox::create("local://", strict);
+    ADD_FAILURE() << "local:// (bubblewrap) claimed GVISOR";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::IsolationNotSatisfied) << e.what();
+  }
+}
+
+TEST(LocalGvisor, EveryProcessOfItHereIsUnprivilegedAndHostFilesStayOutOfReach) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  auto sb = sandboxio::sync::Sandbox::create("local://?runtime=runsc");
+  // Inside: nobody, no capabilities, the agent's seccomp filter.
+  auto r = sb.run({"sh", "-c", "id -u; grep -E '^(CapEff|CapBnd|Seccomp):' /proc/self/status"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  EXPECT_EQ(r.stdout_bytes.rfind("65534\n", 0), 0u) << r.stdout_bytes;
+  EXPECT_NE(r.stdout_bytes.find("CapEff:\t0000000000000000"), std::string::npos) << r.stdout_bytes;
+  EXPECT_NE(r.stdout_bytes.find("CapBnd:\t0000000000000000"), std::string::npos) << r.stdout_bytes;
+  EXPECT_NE(r.stdout_bytes.find("Seccomp:\t2"), std::string::npos) << r.stdout_bytes;
+  // On this machine: runsc, its gofer and its sandbox (the Sentry) all run as a uid that is
+  // not root (rootless), as root a dedicated one.
+  const auto processes = processes_mentioning(sb.id());
+  ASSERT_GE(processes.size(), 3u) << "runsc, its gofer and its sandbox";
+  for (const auto& [pid, uid] : processes) {
+    EXPECT_NE(uid, 0u) << "pid " << pid << " runs as root";
+    if (::geteuid() == 0) {
+      EXPECT_GE(uid, 0x60000000ul) << "pid " << pid;
+    }
+  }
+  // This machine's files: read-only where bound, absent where not.
+  r = sb.run({"sh", "-c",
+              "echo x >> /usr/bin/python3; echo x >> /etc/ld.so.cache; touch /usr/sbx; "
+              "cat /etc/shadow /etc/hostname /root/.bashrc"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_bytes, "");
+  EXPECT_TRUE(r.stderr_bytes.find("Permission denied") != std::string::npos ||
+              r.stderr_bytes.find("Read-only") != std::string::npos)
+      << r.stderr_bytes;
+  EXPECT_NE(r.stderr_bytes.find("/etc/shadow: No such file"), std::string::npos) << r.stderr_bytes;
+  struct stat st {};
+  EXPECT_NE(::stat("/usr/sbx", &st), 0);
+  // Killed: nothing of it is left, not even its bundle.
+  EXPECT_NE(bundles_of(sb.id()), "");
+  sb.kill();
+  EXPECT_EQ(bundles_of(sb.id()), "");
+  EXPECT_TRUE(processes_mentioning(sb.id()).empty());
+  EXPECT_TRUE(live_local_sandboxes().empty());
+}
+
+TEST(LocalGvisor, EgressIsDenied) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  Canary canary;
+  expect_no_egress("local://?runtime=runsc", canary);
+}
+
+TEST(LocalGvisor, ATimeoutKillsTheWholeTree) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  expect_tree_killed_on_timeout("local://?runtime=runsc");
+}
+
+TEST(LocalGvisor, MemoryAndPidsLimitsAreRefused) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  // Under gVisor a cgroup's limit would kill the Sentry, and with it the whole sandbox: refused.
+  expect_limits_hold_or_refused("local://?runtime=runsc", false);
+}
+
+TEST(LocalGvisor, ARootDirectoryIsRefusedWithItsCode) {
+  SBX_REQUIRE_LOCAL_GVISOR();
+  try {
+    (void)sandboxio::sync::Sandbox::create("local:///tmp?runtime=runsc");
+    ADD_FAILURE() << "a root directory under runsc was accepted";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::InvalidOption) << e.what();
+  }
 }
 
 }  // namespace

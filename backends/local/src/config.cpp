@@ -17,6 +17,9 @@ namespace {
 const OptionSpec kOptions[] = {
     {"bwrap", OptionType::String,
      "the bubblewrap binary to run, an absolute path (default: bwrap in /usr/bin or /bin)"},
+    {"runtime", OptionType::String,
+     "bwrap (the default: namespaces, tier CONTAINER) or runsc (gVisor, daemonless and rootless: "
+     "tier GVISOR)"},
     {"home", OptionType::String,
      "the sandbox's private, writable home and default working directory (default "
      "/home/sandbox; a tmpfs, like /tmp)"},
@@ -93,7 +96,27 @@ Result<Config> config_for(const Dsn& dsn) {
                    "local://?bwrap=" + c.bwrap + ": not an executable given by its absolute path",
                    "bwrap=/usr/bin/bwrap, for example."};
   }
-  if (c.bwrap.empty()) {
+  const std::string runtime = typed.value().string("runtime", "bwrap");
+  if (runtime == "runsc") {
+    c.runsc = find_program("runsc");
+    if (c.runsc.empty()) {
+      return Problem{errc::BackendNotInstalled,
+                     "local://?runtime=runsc needs gVisor's runsc, which is missing",
+                     "apt-get install runsc (Debian 12 and later)."};
+    }
+    if (!dsn.target.empty()) {
+      return Problem{errc::InvalidOption,
+                     "local://" + dsn.target +
+                         "?runtime=runsc: under gVisor the root is this machine's /usr; a root "
+                         "directory is not supported yet",
+                     "local://?runtime=runsc, or local://" + dsn.target +
+                         " (bubblewrap) for an unpacked image."};
+    }
+  } else if (runtime != "bwrap") {
+    return Problem{errc::InvalidOption,
+                   "local://?runtime=" + runtime + ": not a runtime local:// knows",
+                   "runtime=bwrap (the default) or runtime=runsc (gVisor)."};
+  } else if (c.bwrap.empty()) {
     return Problem{errc::BackendNotInstalled, "local:// needs bubblewrap (bwrap), which is missing",
                    "apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)."};
   }

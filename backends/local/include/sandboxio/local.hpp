@@ -13,6 +13,9 @@
 //                          image); default: this machine's /usr (and /bin, /lib...) read-only
 //   home=/home/sandbox     the private, writable home and default working directory (a tmpfs)
 //   bwrap=/usr/bin/bwrap   the bubblewrap binary (default: bwrap in /usr/bin or /bin)
+//   runtime=bwrap          bwrap (the default: tier CONTAINER), or runsc: the agent runs under
+//                          gVisor (Debian's `runsc`, rootless, network none; tier GVISOR), on
+//                          this machine's /usr
 // As root, bubblewrap is started as a dedicated unprivileged uid (setpriv), never as root:
 // a root bubblewrap would hand the sandbox root's capabilities over its own mounts.
 // What it declares and refuses: docs/reference/backends/local.md.
@@ -38,6 +41,9 @@ inline constexpr std::string_view kAgentPath = "/dev/.sandboxio/agent";
 struct Config {
   /// bubblewrap (an absolute path).
   std::string bwrap{};
+  /// runtime=runsc: gVisor's runsc (an absolute path), which runs the agent instead of
+  /// bubblewrap; empty for bubblewrap.
+  std::string runsc{};
   /// When this process is root: setpriv, which drops to `uid` before bubblewrap starts.
   std::string setpriv{};
   /// The uid and gid bubblewrap runs as when this process is root (a dedicated one per
@@ -70,9 +76,13 @@ struct Config {
 /// what to install when one is missing.
 [[nodiscard]] Result<Config> config_for(const Dsn& dsn);
 /// The launcher's command line for a sandbox with these options: [setpriv ...] bwrap ...
-/// agent ... (pure: the machine builds it at create).
+/// agent ..., or with runsc a shell that writes an OCI bundle and runs `runsc run` on it
+/// (pure: the machine builds it at create).
 [[nodiscard]] std::vector<std::string> launch_argv(const Config& config,
                                                    const CreateOptions& options);
+/// runtime=runsc: the OCI runtime spec (config.json) of the bundle the launcher writes; its
+/// root is the bundle's `rootfs`, a skeleton of mount points the launcher makes.
+[[nodiscard]] std::string runsc_spec(const Config& config, const CreateOptions& options);
 /// The machine for one sandbox.
 [[nodiscard]] std::unique_ptr<Machine> make_machine(Config config);
 /// The capabilities every local:// sandbox declares; a machine adds resource caps where it may
