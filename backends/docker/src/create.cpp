@@ -121,8 +121,10 @@ void DockerMachine::create_container(OpId id, bool pulled, Instant now) {
          if (create_abandoned(id, t)) return;
          if (!r) return void(fail(id, r.problem(), t));
          const Reply& reply = r.value();
+         // Docker says "No such image: ...", Podman "no such image: ...".
          if (reply.status == 404 && !pulled && config_.pull_missing &&
-             reply.message().find("No such image") != std::string::npos) {
+             (reply.message().find("No such image") != std::string::npos ||
+              reply.message().find("no such image") != std::string::npos)) {
            return pull_image(id, t);
          }
          if (reply.status == 404) {
@@ -285,7 +287,9 @@ void DockerMachine::remove_container(OpId id, Instant) {
 // DELETE ?force=1, then make sure. A 409 means a removal is already under way (AutoRemove after
 // the lease closed, or the daemon's own clean-up after a restart): wait for it, then ask again,
 // because a removal that fails leaves the container "dead" but present, and a dead container
-// still counts as a leak. kill() returns once the daemon says the container is gone.
+// still counts as a leak. A 500 is asked again at once: Podman answers one when the container
+// stops between its own check and its SIGKILL ("container state improper: stopped"), and a
+// forced removal is safe to repeat. kill() returns once the daemon says the container is gone.
 void DockerMachine::delete_until_gone(OpId id, std::string cid, int attempts) {
   call(id, "DELETE", path("/containers/" + cid + "?force=1&v=1"), {},
        [this, id, cid, attempts](Result<Reply> r, Instant t) {
@@ -293,6 +297,7 @@ void DockerMachine::delete_until_gone(OpId id, std::string cid, int attempts) {
          if (!r) return void(fail(id, r.problem(), t));
          const int s = r.value().status;
          if (s == 204 || s == 200 || s == 404) return void(complete(id, std::monostate{}, t));
+         if (s == 500 && attempts > 1) return delete_until_gone(id, cid, attempts - 1);
          if (s != 409 || attempts <= 1) return void(fail(id, daemon_error(r.value()), t));
          call(id, "POST", path("/containers/" + cid + "/wait?condition=removed"), {},
               [this, id, cid, attempts](Result<Reply> w, Instant t2) {
