@@ -26,6 +26,7 @@
 #include "../docker/docker_support.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/contract_gtest.hpp"
+#include "sandboxio/docker.hpp"
 #include "sandboxio/local.hpp"
 #include "sandboxio/sync.hpp"
 
@@ -541,6 +542,33 @@ TEST(Local, TheSandboxEndsWithItsHandleAndKillEndsItAtOnce) {
   std::error_code ec;
   (void)sb.run(sandboxio::Command{{"true"}}, ec);
   EXPECT_TRUE(ec);
+}
+
+TEST(Local, AsRootAnAgentInAPrivateDirectoryIsCopiedWhereTheSandboxCanRunIt) {
+  SBX_REQUIRE_LOCAL();
+  if (::geteuid() != 0) GTEST_SKIP() << "as a normal user the sandbox runs as that user";
+  // A build tree under /root (0700): the sandbox's own uid cannot reach the agent there.
+  char dir[] = "/tmp/sbx-private-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ASSERT_EQ(::chmod(dir, 0700), 0);
+  const std::string agent = std::string(dir) + "/sandboxio-agent";
+  std::string built;
+  for (const auto& path : sandboxio::docker::agent_search_path())
+    if (built.empty() && ::access(path.c_str(), R_OK) == 0) built = path;
+  ASSERT_FALSE(built.empty());
+  capture("cp '" + built + "' '" + agent + "'");
+  ::setenv("SBX_AGENT", agent.c_str(), 1);
+  auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value());
+  ASSERT_TRUE(config) << config.problem().detail;
+  EXPECT_EQ(config.value().agent.rfind("/run/sandboxio/agent-", 0), 0u) << config.value().agent;
+  std::vector<std::string> dsns = {"local://"};
+  if (gvisor_unavailable().empty()) dsns.push_back("local://?runtime=runsc");
+  for (const auto& dsn : dsns) {
+    auto sb = sandboxio::sync::Sandbox::create(dsn);
+    EXPECT_EQ(sb.run({"sh", "-c", "echo served"}).stdout_bytes, "served\n") << dsn;
+  }
+  ::unsetenv("SBX_AGENT");
+  capture("rm -rf '" + std::string(dir) + "'");
 }
 
 TEST(Local, ALauncherThatFailsSaysWhy) {

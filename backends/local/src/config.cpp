@@ -77,6 +77,69 @@ void find_cgroups(Config& c) {
   }
 }
 
+/// Whether a process with none of this file's owner or group can read and execute it: every
+/// directory above it searchable by others, the file readable and executable by them.
+bool others_may_run(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0 || (st.st_mode & S_IXOTH) == 0)
+    return false;
+  for (std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+       slash = path.rfind('/', slash - 1)) {
+    if (::stat(path.substr(0, slash).c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0)
+      return false;
+  }
+  return true;
+}
+
+/// As root, the agent is bound into the sandbox by a uid of the sandbox's own (bubblewrap and
+/// runsc run as it), which cannot reach a build tree under /root. Such an agent is copied once
+/// into /run/sandboxio (root's, 0755), under a name made of its size, modification time and
+/// inode, read-only for everyone; an agent others may run already is used where it is.
+Result<std::string> agent_for_others(const std::string& agent) {
+  if (others_may_run(agent)) return agent;
+  struct stat st {};
+  if (::stat(agent.c_str(), &st) != 0)
+    return Problem{errc::BackendNotInstalled, "cannot read the agent " + agent, {}};
+  const std::string dir = "/run/sandboxio";
+  const std::string copy = dir + "/agent-" + std::to_string(st.st_size) + "-" +
+                           std::to_string(st.st_mtime) + "-" + std::to_string(st.st_ino);
+  auto refuse = [&](const std::string& why) {
+    return Problem{errc::BackendNotInstalled,
+                   "the agent " + agent +
+                       " is out of reach of the sandbox's unprivileged uid, and copying it to " +
+                       dir + " failed: " + why,
+                   "Install sandboxio (cmake --install), or set SBX_AGENT to a copy every user "
+                   "may read and run."};
+  };
+  if (others_may_run(copy)) return copy;
+  ::mkdir(dir.c_str(), 0755);
+  struct stat d {};
+  if (::lstat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode) || d.st_uid != 0 ||
+      (d.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return refuse(dir + " is not a directory only root may write");
+  ::chmod(dir.c_str(), 0755);
+  const std::string partial = copy + ".partial-" + std::to_string(::getpid());
+  FILE* in = std::fopen(agent.c_str(), "rb");
+  if (in == nullptr) return refuse("cannot read it");
+  FILE* out = std::fopen(partial.c_str(), "wb");
+  if (out == nullptr) {
+    std::fclose(in);
+    return refuse("cannot write " + partial);
+  }
+  char buf[64 * 1024];
+  bool ok = true;
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;)
+    ok = ok && std::fwrite(buf, 1, n, out) == n;
+  ok = ok && std::ferror(in) == 0;
+  std::fclose(in);
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || ::chmod(partial.c_str(), 0555) != 0 || ::rename(partial.c_str(), copy.c_str()) != 0) {
+    ::unlink(partial.c_str());
+    return refuse("writing " + copy + " failed");
+  }
+  return copy;
+}
+
 }  // namespace
 
 Result<Config> config_for(const Dsn& dsn) {
@@ -146,6 +209,11 @@ Result<Config> config_for(const Dsn& dsn) {
                    "sandboxio-agent is not installed (looked in " + tried + ")",
                    "Install sandboxio (cmake --install puts it in LIBEXECDIR/sandboxio), or set "
                    "SBX_AGENT to the binary."};
+  }
+  if (!c.setpriv.empty()) {
+    auto shared = agent_for_others(c.agent);
+    if (!shared) return shared.problem();
+    c.agent = std::move(shared).value();
   }
   if (!dsn.target.empty()) {
     if (dsn.target[0] != '/' || !is_dir(dsn.target)) {
