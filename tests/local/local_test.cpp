@@ -591,6 +591,20 @@ TEST(Local, ALauncherThatFailsSaysWhy) {
     EXPECT_NE(std::string(e.what()).find("bwrap"), std::string::npos) << e.what();
   }
   ::rmdir(dir);
+  // bubblewrap's words inside Docker's default container: the hint says what to change.
+  const std::string masked = "/tmp/sbx-masked-proc-bwrap-" + std::to_string(::getpid());
+  std::ofstream(masked) << "#!/bin/sh\necho 'bwrap: Can'\\''t mount proc on /newroot/proc: "
+                           "Operation not permitted' >&2\nexit 1\n";
+  ::chmod(masked.c_str(), 0755);
+  try {
+    (void)sandboxio::sync::Sandbox::create("local://?bwrap=" + masked);
+    ADD_FAILURE() << "a bubblewrap that cannot mount proc started";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.code(), sandboxio::errc::CreateFailed) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Can't mount proc"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("systempaths=unconfined"), std::string::npos) << e.hint();
+  }
+  ::unlink(masked.c_str());
 }
 
 // ---- runtime=runsc: the agent under gVisor, daemonless and rootless ----

@@ -297,8 +297,24 @@ class LocalMachine final : public backend::AgentMachine {
   }
 
   Problem agent_start_problem(const std::string& why) const override {
+    std::string hint = "`sandboxio doctor` checks bubblewrap and user namespaces on this machine.";
+    if (why.find("Can't mount proc") != std::string::npos) {
+      // Seen inside Docker's default container: its /proc has masked paths, and the kernel
+      // refuses a new proc mount in a user namespace while any of them is covered.
+      hint =
+          "Inside a container whose /proc is masked (Docker's default), bubblewrap cannot "
+          "mount a /proc of its own: run that container with --security-opt "
+          "systempaths=unconfined --security-opt seccomp=unconfined, or use docker:// from "
+          "the host.";
+    } else if (why.find("No permissions to creat") != std::string::npos ||
+               why.find("setting up uid map") != std::string::npos) {
+      hint =
+          "Unprivileged user namespaces are off here: sysctl kernel.unprivileged_userns_clone=1 "
+          "(Debian), or an AppArmor profile that allows bwrap (Ubuntu 24.04); `sandboxio "
+          "doctor` checks.";
+    }
     return Problem{errc::CreateFailed, "the local:// sandbox did not start: " + why,
-                   "`sandboxio doctor` checks bubblewrap and user namespaces on this machine."};
+                   std::move(hint)};
   }
 
   Problem gone_problem() const override {
