@@ -501,6 +501,11 @@ void expect_limits_hold_or_refused(const std::string& dsn, bool enforceable = tr
                              "print('survived')\n"});
       EXPECT_EQ(r.stdout_bytes, "");
       EXPECT_EQ(r.signal, SIGKILL) << "exit " << r.exit_code.value_or(-1) << ": " << r.stderr_bytes;
+      EXPECT_EQ(r.termination, sandboxio::Termination::OutOfMemory);
+      // A SIGKILL from inside the sandbox is not the OOM killer's.
+      const auto self = sb.run({"sh", "-c", "kill -9 $$"});
+      EXPECT_EQ(self.signal, SIGKILL);
+      EXPECT_EQ(self.termination, sandboxio::Termination::Signalled);
       // Below the limit, all is well.
       EXPECT_EQ(sb.run({"python3", "-c", "b = bytearray(20 << 20); print('ok')"}).stdout_bytes,
                 "ok\n");

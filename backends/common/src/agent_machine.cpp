@@ -82,6 +82,10 @@ void AgentMachine::agent_lost(Problem problem, Instant now) {
   held_channels_.clear();
   held_.clear();
   for (auto& [channel, call] : calls) {
+    if (call.kind == AgentCall::Kind::Probe) {
+      if (call.probe) call.probe(std::nullopt, now);
+      continue;
+    }
     Op* op = find_op(call.op);
     if (!op || call.kind == AgentCall::Kind::Ignore) continue;
     if (call.kind == AgentCall::Kind::Context && op->kind == AgentOpState::Kind::Code) continue;
@@ -132,6 +136,22 @@ void AgentMachine::agent_frame(agent::Frame f, Instant now) {
   }
   // A context whose create_context() went away is ended once it has started.
   if (call.kind == AgentCall::Kind::Context) return context_frame(f.channel, call, f, now);
+  if (call.kind == AgentCall::Kind::Probe) {
+    if (f.type == Type::Entries) return;
+    if (f.type == Type::FileData) {
+      if (call.data.size() < kProbeLimit)
+        call.data += f.payload.substr(0, kProbeLimit - call.data.size());
+      agent_send(Type::Credit, f.channel,
+                 agent::Credit{static_cast<std::uint32_t>(f.payload.size())}.encode());
+      return;
+    }
+    auto done = std::move(call.probe);
+    std::optional<Bytes> data;
+    if (f.type == Type::FileEnd) data = std::move(call.data);
+    calls_.erase(it);
+    if (done) done(std::move(data), now);
+    return;
+  }
   Op* op = find_op(call.op);
   if (!op) {
     calls_.erase(it);
@@ -249,6 +269,7 @@ void AgentMachine::agent_frame(agent::Frame f, Instant now) {
     case AgentCall::Kind::Context:
     case AgentCall::Kind::Code:
     case AgentCall::Kind::Ignore:
+    case AgentCall::Kind::Probe:
       break;
   }
   malformed(agent_problem("an unexpected " + std::string(to_string(f.type)) + " for " + call.path));
@@ -360,6 +381,19 @@ void AgentMachine::agent_file(OpId id, AgentCall::Kind kind, agent::Type type,
   const std::uint32_t channel = agent_call(std::move(call));
   find_op(id)->channel = channel;
   agent_send(type, channel, request.encode());
+}
+
+void AgentMachine::agent_probe(OpId id, std::string path,
+                               std::function<void(std::optional<Bytes>, Instant)> done) {
+  AgentCall call;
+  call.kind = AgentCall::Kind::Probe;
+  call.op = id;
+  call.path = path;
+  call.probe = std::move(done);
+  const std::uint32_t channel = agent_call(std::move(call));
+  agent::PathRequest request;
+  request.path = std::move(path);
+  agent_send(agent::Type::ReadFile, channel, request.encode());
 }
 
 void AgentMachine::agent_write(OpId id, std::string path, Bytes data, Instant now) {

@@ -8,7 +8,9 @@
 //   kill:    Close (the transport kills bubblewrap, and its PID namespace goes with it) -> Done
 //   end:     the connection ends (the lifetime ran out, the agent died): every call ends as
 //            SandboxGone
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 
 #include "sandboxio/backend/agent_machine.hpp"
 #include "sandboxio/codec/json_writer.hpp"
@@ -20,6 +22,10 @@ namespace {
 
 using backend::AgentOpState;
 using namespace std::chrono_literals;
+
+/// With a memory limit: the sandbox cgroup's memory.oom_control (v1) or memory.events (v2),
+/// bound read-only; its "oom_kill N" counts the kernel's out-of-memory kills.
+constexpr std::string_view kOomEvents = "/dev/.sandboxio/memory.events";
 
 Problem unsupported(const std::string& what, const std::string& hint) {
   return Problem{errc::CapabilityNotSupported, what, hint};
@@ -146,6 +152,8 @@ class LocalMachine final : public backend::AgentMachine {
     }
     adopt(options);
     started_ = true;
+    oom_probe_ = config_.cgroup_version != 0 && config_.runsc.empty() &&
+                 options.resources.memory_bytes.has_value();
     name_sandbox(config_.id, id);
     Op& op = *find_op(id);
     op.kind = AgentOpState::Kind::Create;
@@ -432,6 +440,31 @@ class LocalMachine final : public backend::AgentMachine {
   ConnId next_conn_ = 1;
   agent::FrameReader reader_{};
   std::chrono::seconds lifetime_{0};
+  // With a memory limit: the cgroup's OOM-kill count, bound into the sandbox read-only
+  // (kOomEvents), and how many of its kills are already told.
+  bool oom_probe_ = false;
+  std::uint64_t oom_kills_ = 0;
+
+  // A command killed (SIGKILL) by nobody here: the kernel's OOM killer when the sandbox's
+  // cgroup counted one more kill meanwhile, else something in the sandbox.
+  bool explain_kill(OpId id, ExecResult& result, std::chrono::system_clock::time_point,
+                    Instant) override {
+    if (!oom_probe_) return false;
+    agent_probe(id, std::string(kOomEvents),
+                [this, id, r = std::move(result)](std::optional<Bytes> text, Instant t) mutable {
+                  if (text) {
+                    const auto at = text->find("oom_kill ");
+                    if (at != std::string::npos) {
+                      const std::uint64_t kills =
+                          std::strtoull(text->c_str() + at + 9, nullptr, 10);
+                      if (kills > oom_kills_) r.termination = Termination::OutOfMemory;
+                      oom_kills_ = std::max(oom_kills_, kills);
+                    }
+                  }
+                  finish_command(id, std::move(r), t);
+                });
+    return true;
+  }
 };
 
 }  // namespace
@@ -670,6 +703,14 @@ std::vector<std::string> launch_argv(const Config& config, const CreateOptions& 
   }
   add({"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", config.home});
   add({"--ro-bind", config.agent, std::string(kAgentPath)});
+  if (!script.setup.empty() && r.memory_bytes) {
+    // The cgroup's count of OOM kills, which the machine reads through the agent to tell an
+    // out-of-memory kill from another SIGKILL.
+    const std::string group = config.cgroup_memory + "/sandboxio/" + config.id;
+    add({"--ro-bind",
+         group + (config.cgroup_version == 2 ? "/memory.events" : "/memory.oom_control"),
+         std::string(kOomEvents)});
+  }
   const std::string workdir = options.workdir.empty() ? config.home : options.workdir;
   add({"--chdir", workdir, "--setenv", "PATH", kPath, "--setenv", "HOME", config.home, "--setenv",
        "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp"});

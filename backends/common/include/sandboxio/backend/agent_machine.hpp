@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -71,13 +72,18 @@ class AgentMachine : public HttpMachine<AgentOpState> {
       Context,  // ContextStart: create_context() (or a run_code's own context)
       Code,     // RunCode: a cell
       Ignore,   // what comes on it is of no interest (ContextEnd's Done)
+      Probe,    // ReadFile for the machine itself (agent_probe), not for a caller
     } kind = Kind::Command;
     OpId op = 0;
     std::string path{};
     Bytes data{};
     std::vector<FileInfo> entries{};
     std::optional<std::chrono::system_clock::time_point> wall_started{};
+    /// Probe: called once with the file's first kProbeLimit bytes, or nullopt when it could
+    /// not be read (or the session ended).
+    std::function<void(std::optional<Bytes>, Instant)> probe{};
   };
+  static constexpr std::size_t kProbeLimit = 64 * 1024;
 
   // ---- what the backend provides ----
   /// Where agent frames go now; 0 while no session is open.
@@ -128,6 +134,10 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   /// interrupted (code_stop), a command's whole tree killed (agent_kill). False when `id` runs
   /// nothing through the agent, for the backend to stop its own way.
   bool agent_stop(OpId id, Termination why, Instant now);
+  /// Reads a small file in the sandbox for the machine itself (for `id`, which must be alive):
+  /// `done` gets its first kProbeLimit bytes, or nullopt.
+  void agent_probe(OpId id, std::string path,
+                   std::function<void(std::optional<Bytes>, Instant)> done);
   /// Ends a command the way a finished one ends: cancelled, or Done with its result.
   void finish_command(OpId id, ExecResult result, Instant now);
 
