@@ -563,9 +563,14 @@ TEST(Local, AsRootAnAgentInAPrivateDirectoryIsCopiedWhereTheSandboxCanRunIt) {
   ASSERT_FALSE(built.empty());
   capture("cp '" + built + "' '" + agent + "'");
   ::setenv("SBX_AGENT", agent.c_str(), 1);
+  // Copies of agents built before, an hour old: /run is memory, so only the newest few stay.
+  capture(
+      "mkdir -p /run/sandboxio && for i in 1 2 3 4 5 6 7 8 9 10 11 12; do "
+      "touch -d '1 hour ago' /run/sandboxio/agent-old-$i; done");
   auto config = sandboxio::local::config_for(sandboxio::parse_dsn("local://").value());
   ASSERT_TRUE(config) << config.problem().detail;
   EXPECT_EQ(config.value().agent.rfind("/run/sandboxio/agent-", 0), 0u) << config.value().agent;
+  EXPECT_LE(std::stoi(capture("ls /run/sandboxio | grep -c '^agent-'")), 8);
   std::vector<std::string> dsns = {"local://"};
   if (gvisor_unavailable().empty()) dsns.push_back("local://?runtime=runsc");
   for (const auto& dsn : dsns) {

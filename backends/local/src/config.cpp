@@ -1,11 +1,17 @@
 // local:// configuration: the DSN, where bubblewrap, setpriv and the agent are, and what this
 // machine's root looks like. The driver side of the backend: it reads the file system and the
 // process identity once, and hands values to the machine.
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <ctime>
+#include <functional>
+#include <string_view>
+#include <vector>
 
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/docker.hpp"
@@ -91,6 +97,29 @@ bool others_may_run(const std::string& path) {
   return true;
 }
 
+/// /run is memory: of the agents copied there (one per build of the agent), the newest
+/// kKeptCopies stay, and older ones go once they are ten minutes old (a sandbox that started
+/// from one keeps its bind mount; a later create copies its agent again).
+void prune_copies(const std::string& dir, const std::string& keep) {
+  constexpr std::size_t kKeptCopies = 8;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::pair<std::time_t, std::string>> copies;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string path = dir + "/" + e->d_name;
+    struct stat st {};
+    if (std::string_view(e->d_name).rfind("agent-", 0) == 0 && path != keep &&
+        ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      copies.emplace_back(st.st_mtime, path);
+  }
+  ::closedir(d);
+  std::sort(copies.begin(), copies.end(), std::greater<>());
+  const std::time_t old = std::time(nullptr) - 600;
+  for (std::size_t i = kKeptCopies - 1; i < copies.size(); ++i) {
+    if (copies[i].first < old) ::unlink(copies[i].second.c_str());
+  }
+}
+
 /// As root, the agent is bound into the sandbox by a uid of the sandbox's own (bubblewrap and
 /// runsc run as it), which cannot reach a build tree under /root. Such an agent is copied once
 /// into /run/sandboxio (root's, 0755), under a name made of its size, modification time and
@@ -111,13 +140,17 @@ Result<std::string> agent_for_others(const std::string& agent) {
                    "Install sandboxio (cmake --install), or set SBX_AGENT to a copy every user "
                    "may read and run."};
   };
-  if (others_may_run(copy)) return copy;
   ::mkdir(dir.c_str(), 0755);
   struct stat d {};
   if (::lstat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode) || d.st_uid != 0 ||
       (d.st_mode & (S_IWGRP | S_IWOTH)) != 0)
     return refuse(dir + " is not a directory only root may write");
   ::chmod(dir.c_str(), 0755);
+  // A copy made before (by root: nobody else may write here) is used as it is.
+  struct stat made {};
+  if (::lstat(copy.c_str(), &made) == 0 && S_ISREG(made.st_mode) && made.st_uid == 0 &&
+      others_may_run(copy))
+    return copy;
   const std::string partial = copy + ".partial-" + std::to_string(::getpid());
   FILE* in = std::fopen(agent.c_str(), "rb");
   if (in == nullptr) return refuse("cannot read it");
@@ -137,6 +170,7 @@ Result<std::string> agent_for_others(const std::string& agent) {
     ::unlink(partial.c_str());
     return refuse("writing " + copy + " failed");
   }
+  prune_copies(dir, copy);
   return copy;
 }
 
