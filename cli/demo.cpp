@@ -60,7 +60,15 @@ int demo(const std::string& requested) {
   std::string why = probe.stderr_bytes;
   while (!why.empty() && why.back() == '\n')
     why.pop_back();
-  why = why.substr(why.find_last_of('\n') + 1).substr(0, 40);
+  // The last line of the traceback, without its exception class and errno:
+  // "socket.gaierror: [Errno -3] Temporary failure in name resolution" says the reason last.
+  why = why.substr(why.find_last_of('\n') + 1);
+  if (const auto errno_end = why.rfind("] "); errno_end != std::string::npos) {
+    why = why.substr(errno_end + 2);
+  } else if (const auto colon = why.rfind(": "); colon != std::string::npos) {
+    why = why.substr(colon + 2);
+  }
+  if (why.size() > 48) why = why.substr(0, 45) + "...";
   line("egress",
        std::string("connect(example.com:443) -> ") + (denied ? "blocked: " + why : "REACHED"),
        watch.lap());
