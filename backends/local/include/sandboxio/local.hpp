@@ -36,6 +36,10 @@ namespace sandboxio::local {
 /// Where the agent is bound read-only inside the sandbox. /dev is a tmpfs bubblewrap makes in
 /// every sandbox, so this works on a read-only root of any image too.
 inline constexpr std::string_view kAgentPath = "/dev/.sandboxio/agent";
+/// With a memory limit under bubblewrap: the sandbox cgroup's memory.oom_control (v1) or
+/// memory.events (v2), bound read-only; its "oom_kill N" counts the kernel's out-of-memory
+/// kills, which tells an OOM kill from another SIGKILL.
+inline constexpr std::string_view kOomEventsPath = "/dev/.sandboxio/memory.events";
 
 /// Everything the machine needs from outside, as values (it reads no files and no clock).
 struct Config {
