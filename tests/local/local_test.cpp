@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -36,74 +37,71 @@ using namespace std::chrono_literals;
 using sandboxio::contract::Target;
 using sandboxio::testing::capture;
 
-/// Whether local:// can make a sandbox here; the reason when not.
-std::string local_unavailable() {
-  static const std::string why = [] {
-    try {
-      auto sb = sandboxio::sync::Sandbox::create("local://");
-      return std::string();
-    } catch (const sandboxio::Error& e) {
-      return std::string(e.what());
-    }
-  }();
-  return why;
+/// Whether a sandbox of `dsn` can be made here; the reason when not (asked once per DSN).
+std::string unavailable(const std::string& dsn) {
+  static std::map<std::string, std::string> why;
+  if (auto it = why.find(dsn); it != why.end()) return it->second;
+  try {
+    auto sb = sandboxio::sync::Sandbox::create(dsn);
+    return why[dsn] = "";
+  } catch (const sandboxio::Error& e) {
+    return why[dsn] = e.what();
+  }
 }
 
-#define SBX_REQUIRE_LOCAL()                                                                     \
-  do {                                                                                          \
-    if (const std::string why = local_unavailable(); !why.empty()) {                            \
-      const char* req = std::getenv("SBX_REQUIRE_LOCAL");                                       \
-      if (req != nullptr && std::string(req) == "1") FAIL() << "local:// unavailable: " << why; \
-      GTEST_SKIP() << "SKIPPED LOUDLY: local:// cannot run here: " << why;                      \
-    }                                                                                           \
+/// Skips loudly when `dsn` cannot run here, or fails under SBX_REQUIRE_LOCAL=1 (CI).
+#define SBX_REQUIRE_DSN(dsn)                                                                   \
+  do {                                                                                         \
+    if (const std::string why = unavailable(dsn); !why.empty()) {                              \
+      const char* req = std::getenv("SBX_REQUIRE_LOCAL");                                      \
+      if (req != nullptr && std::string(req) == "1") FAIL() << dsn << " unavailable: " << why; \
+      GTEST_SKIP() << "SKIPPED LOUDLY: " << dsn << " cannot run here: " << why;                \
+    }                                                                                          \
   } while (0)
 
-/// Whether local://?runtime=runsc can make a sandbox here (gVisor's runsc installed, and
-/// able to run); the reason when not.
-std::string gvisor_unavailable() {
-  static const std::string why = [] {
-    try {
-      auto sb = sandboxio::sync::Sandbox::create("local://?runtime=runsc");
-      return std::string();
-    } catch (const sandboxio::Error& e) {
-      return std::string(e.what());
+#define SBX_REQUIRE_LOCAL() SBX_REQUIRE_DSN("local://")
+/// gVisor's runsc installed, and able to run.
+#define SBX_REQUIRE_LOCAL_GVISOR()             \
+  do {                                         \
+    SBX_REQUIRE_LOCAL();                       \
+    SBX_REQUIRE_DSN("local://?runtime=runsc"); \
+  } while (0)
+
+/// Every process on this machine: its pid and its arguments.
+struct HostProcess {
+  std::string pid;
+  std::vector<std::string> args;
+};
+std::vector<HostProcess> host_processes() {
+  std::vector<HostProcess> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string cmdline = ss.str();
+    HostProcess p{e->d_name, {}};
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < cmdline.size(); ++i) {
+      if (cmdline[i] == '\0') {
+        p.args.push_back(cmdline.substr(start, i - start));
+        start = i + 1;
+      }
     }
-  }();
-  return why;
+    found.push_back(std::move(p));
+  }
+  ::closedir(proc);
+  return found;
 }
-
-#define SBX_REQUIRE_LOCAL_GVISOR()                                                       \
-  do {                                                                                   \
-    SBX_REQUIRE_LOCAL();                                                                 \
-    if (const std::string why = gvisor_unavailable(); !why.empty()) {                    \
-      const char* req = std::getenv("SBX_REQUIRE_LOCAL");                                \
-      if (req != nullptr && std::string(req) == "1")                                     \
-        FAIL() << "local://?runtime=runsc unavailable: " << why;                         \
-      GTEST_SKIP() << "SKIPPED LOUDLY: local://?runtime=runsc cannot run here: " << why; \
-    }                                                                                    \
-  } while (0)
 
 /// The ids of the local:// sandboxes of this process that are running: their bubblewrap
 /// carries the id as the sandbox's host name; under gVisor, runsc's processes end with it.
 std::vector<std::string> live_local_sandboxes() {
   std::vector<std::string> ids;
   const std::string mine = "local-" + sandboxio::backend::process_session() + "-";
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return ids;
-  while (dirent* e = ::readdir(proc)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string cmdline = ss.str();
-    std::vector<std::string> args;
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < cmdline.size(); ++i) {
-      if (cmdline[i] == '\0') {
-        args.push_back(cmdline.substr(start, i - start));
-        start = i + 1;
-      }
-    }
+  for (const auto& [pid, args] : host_processes()) {
     if (!args.empty() && args[0].find("runsc") != std::string::npos &&
         args.back().rfind(mine, 0) == 0) {
       ids.push_back(args.back());
@@ -115,7 +113,6 @@ std::vector<std::string> live_local_sandboxes() {
       }
     }
   }
-  ::closedir(proc);
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
@@ -572,7 +569,7 @@ TEST(Local, AsRootAnAgentInAPrivateDirectoryIsCopiedWhereTheSandboxCanRunIt) {
   EXPECT_EQ(config.value().agent.rfind("/run/sandboxio/agent-", 0), 0u) << config.value().agent;
   EXPECT_LE(std::stoi(capture("ls /run/sandboxio | grep -c '^agent-'")), 8);
   std::vector<std::string> dsns = {"local://"};
-  if (gvisor_unavailable().empty()) dsns.push_back("local://?runtime=runsc");
+  if (unavailable("local://?runtime=runsc").empty()) dsns.push_back("local://?runtime=runsc");
   for (const auto& dsn : dsns) {
     auto sb = sandboxio::sync::Sandbox::create(dsn);
     EXPECT_EQ(sb.run({"sh", "-c", "echo served"}).stdout_bytes, "served\n") << dsn;
@@ -623,21 +620,17 @@ TEST(Local, ALauncherThatFailsSaysWhy) {
 /// the launcher's shell (as root it is root's: it makes the bundle and the cgroups).
 std::vector<std::pair<std::string, unsigned long>> processes_mentioning(const std::string& word) {
   std::vector<std::pair<std::string, unsigned long>> found;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* e = ::readdir(proc)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().find(word) == std::string::npos || ss.str().rfind("/bin/sh", 0) == 0) continue;
-    std::istringstream uids(status_field(e->d_name, "Uid"));
+  for (const auto& [pid, args] : host_processes()) {
+    const bool mentions = std::any_of(args.begin(), args.end(), [&](const std::string& arg) {
+      return arg.find(word) != std::string::npos;
+    });
+    if (!mentions || (!args.empty() && args[0] == "/bin/sh")) continue;
+    if (status_field(pid, "State").find('Z') != std::string::npos) continue;
+    std::istringstream uids(status_field(pid, "Uid"));
     unsigned long real = 0, effective = 0;
     uids >> real >> effective;
-    if (status_field(e->d_name, "State").find('Z') != std::string::npos) continue;
-    found.emplace_back(e->d_name, effective);
+    found.emplace_back(pid, effective);
   }
-  ::closedir(proc);
   return found;
 }
 
