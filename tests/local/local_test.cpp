@@ -1,5 +1,6 @@
 // local:// on this machine: the whole contract suite through the blocking and the Asio
-// transports, and what its isolation promises, each checked from the host side: the sandbox's
+// transports (and through the simulated link, against a simulated agent), and what its
+// isolation promises, each checked from the host side: the sandbox's
 // processes run as an unprivileged uid with no capabilities, under no_new_privs and a seccomp
 // filter; read-only binds stay read-only and host files unwritten; a canary on the host's
 // loopback is unreachable (and reachable from a control run that shares the network); a
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -28,7 +30,9 @@
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/contract_gtest.hpp"
 #include "sandboxio/docker.hpp"
+#include "sandboxio/fake_agent.hpp"
 #include "sandboxio/local.hpp"
+#include "sandboxio/sim.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -118,6 +122,17 @@ std::vector<std::string> live_local_sandboxes() {
   return ids;
 }
 
+/// A slow launcher (the cancel and create-timeout cases): bubblewrap behind a wait.
+const std::string& slow_bwrap() {
+  static const std::string path = [] {
+    const std::string p = "/tmp/sbx-slow-bwrap-" + std::to_string(::getpid());
+    std::ofstream(p) << "#!/bin/sh\nsleep 5\nexec bwrap \"$@\"\n";
+    ::chmod(p.c_str(), 0755);
+    return p;
+  }();
+  return path;
+}
+
 Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport,
                     const std::string& options = "") {
   Target t;
@@ -132,15 +147,78 @@ Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport,
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.live_sandboxes = live_local_sandboxes;
-  // A create that takes seconds (the cancel and create-timeout cases): bubblewrap behind a
-  // launcher that waits first (under gVisor too: what is tested is the machine's create).
-  static const std::string slow = [] {
-    const std::string path = "/tmp/sbx-slow-bwrap-" + std::to_string(::getpid());
-    std::ofstream(path) << "#!/bin/sh\nsleep 5\nexec bwrap \"$@\"\n";
-    ::chmod(path.c_str(), 0755);
-    return path;
-  }();
-  t.slow_create_dsn = "local://?bwrap=" + slow;
+  // A create that takes seconds (under gVisor too: what is tested is the machine's create).
+  t.slow_create_dsn = "local://?bwrap=" + slow_bwrap();
+  return t;
+}
+
+// ---- local:// in virtual time: the machine and its launcher's command line as they are, and
+// at the far end of the connection a simulated sandboxio-agent (fake::AgentPeer) that reads
+// what bubblewrap's command line gives the agent: its id, environment, directory and lifetime.
+
+/// The ids of the simulated sandboxes whose connection is open.
+std::set<std::string>& sim_live() {
+  static std::set<std::string> ids;
+  return ids;
+}
+
+class SimAgent final : public sandboxio::sim::Peer {
+ public:
+  explicit SimAgent(const std::vector<std::string>& argv) : agent_(options_of(argv)) {
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--hostname") id_ = argv[i + 1];
+    sim_live().insert(id_);
+  }
+  ~SimAgent() override { sim_live().erase(id_); }
+  SimAgent(const SimAgent&) = delete;
+  SimAgent& operator=(const SimAgent&) = delete;
+
+  void on_bytes(std::string_view data, std::string& reply, bool& close) override {
+    agent_.on_bytes(data, now(), reply, close);
+  }
+  std::optional<sandboxio::Instant> wake() const override { return agent_.wake(); }
+  void on_wake(std::string& reply, bool& close) override { agent_.on_wake(now(), reply, close); }
+
+ private:
+  static sandboxio::fake::AgentPeerOptions options_of(const std::vector<std::string>& argv) {
+    sandboxio::fake::AgentPeerOptions o;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--chdir") o.workdir = argv[i + 1];
+      if (argv[i] == "--lifetime") o.lifetime = std::chrono::seconds(std::stoll(argv[i + 1]));
+      if (argv[i] == "--setenv" && i + 2 < argv.size()) {
+        if (argv[i + 1] == "HOME") o.home = argv[i + 2];
+        o.env[argv[i + 1]] = argv[i + 2];
+      }
+      if (argv[i].find("sbx-slow-bwrap") != std::string::npos) o.welcome_delay = 5s;
+    }
+    return o;
+  }
+
+  sandboxio::fake::AgentPeer agent_;
+  std::string id_;
+};
+
+Target local_sim_target() {
+  Target t;
+  t.name = "local (simulated link)";
+  t.dsn = "local://";
+  t.transport = sandboxio::contract::blocking_transport([] {
+    sandboxio::sim::Config cfg;
+    cfg.seed = 15;
+    cfg.max_read = 4096;  // frames arrive in pieces, as from a pipe
+    cfg.peers = [](const sandboxio::Endpoint& e) -> std::unique_ptr<sandboxio::sim::Peer> {
+      if (e.kind != sandboxio::Endpoint::Kind::Process) return nullptr;
+      return std::make_unique<SimAgent>(e.argv);
+    };
+    return sandboxio::sim::make_link(cfg);
+  });
+  t.alive_probe = [](const std::string& marker) {
+    return std::vector<std::string>{"pgrep", "-f", marker};
+  };
+  t.egress_probe = {"curl", "-sS", "--max-time", "5", "https://example.com/"};
+  t.full_python = false;  // the simulated agent's python is fake://'s subset
+  t.slow_create_dsn = "local://?bwrap=" + slow_bwrap();
+  t.live_sandboxes = [] { return std::vector<std::string>(sim_live().begin(), sim_live().end()); };
   return t;
 }
 
@@ -161,6 +239,8 @@ class LocalContract : public ::testing::TestWithParam<std::tuple<std::string, st
         local_target(sandboxio::contract::blocking_transport(), "?runtime=runsc");
     static const Target asio_gvisor =
         local_target(sandboxio::contract::asio_transport(), "?runtime=runsc");
+    static const Target sim = local_sim_target();
+    if (via == "Sim") return sim;
     if (via == "BlockingGvisor") return blocking_gvisor;
     if (via == "AsioGvisor") return asio_gvisor;
     return via == "Blocking" ? blocking : asio;
@@ -177,7 +257,7 @@ TEST_P(LocalContract, Case) {
 
 INSTANTIATE_TEST_SUITE_P(
     Local, LocalContract,
-    ::testing::Combine(::testing::Values("Blocking", "Asio", "BlockingGvisor", "AsioGvisor"),
+    ::testing::Combine(::testing::Values("Blocking", "Sim", "Asio", "BlockingGvisor", "AsioGvisor"),
                        ::testing::Range<std::size_t>(0, sandboxio::contract::cases().size())),
     [](const auto& param_info) {
       return std::get<0>(param_info.param) + "_" +

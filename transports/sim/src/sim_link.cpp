@@ -32,6 +32,7 @@ class SimLink final : public Link {
                   now_);
               return;
             }
+            c.peer->set_now(now_);
             c.connect_at = now_ + delay();
             c.drop = draw_drop();
             conns_[r.conn] = std::move(c);
@@ -40,6 +41,7 @@ class SimLink final : public Link {
             if (it == conns_.end() || it->second.closed_by_peer) return;
             bool close = false;
             std::string reply;
+            it->second.peer->set_now(now_);
             it->second.peer->on_bytes(r.data, reply, close);
             queue(it->second, std::move(reply), close);
           } else if constexpr (std::is_same_v<R, request::HalfClose>) {
@@ -47,6 +49,7 @@ class SimLink final : public Link {
             if (it == conns_.end() || it->second.closed_by_peer) return;
             bool close = false;
             std::string reply;
+            it->second.peer->set_now(now_);
             it->second.peer->on_half_close(reply, close);
             queue(it->second, std::move(reply), close);
           } else if constexpr (std::is_same_v<R, request::Close>) {
@@ -67,12 +70,13 @@ class SimLink final : public Link {
     // The earliest thing that can happen on a connection.
     ConnId best = 0;
     std::optional<Instant> at;
+    bool peer_wakes = false;  // the earliest thing is a peer speaking by itself
     for (auto& [id, c] : conns_) {
       std::optional<Instant> t;
       if (!c.connected) {
         t = c.connect_at;
       } else if (!c.held.empty()) {
-        continue;  // waiting for the machine to make room
+        t = std::nullopt;  // waiting for the machine to make room
       } else if (!c.pending.empty()) {
         t = c.pending_at;
       } else if (c.eof_pending) {
@@ -81,6 +85,13 @@ class SimLink final : public Link {
       if (t && (!at || *t < *at)) {
         at = t;
         best = id;
+        peer_wakes = false;
+      }
+      if (!c.connected || c.closed_by_peer || c.eof_pending) continue;
+      if (auto w = c.peer->wake(); w && (!at || *w < *at)) {
+        at = std::max(*w, now_);
+        best = id;
+        peer_wakes = true;
       }
     }
     // Bytes the machine refused earlier are offered again first.
@@ -101,6 +112,14 @@ class SimLink final : public Link {
     }
     now_ = std::max(now_, *at);
     Conn& c = conns_.at(best);
+    if (peer_wakes) {
+      bool close = false;
+      std::string reply;
+      c.peer->set_now(now_);
+      c.peer->on_wake(reply, close);
+      queue(c, std::move(reply), close);
+      return;
+    }
     if (!c.connected) {
       c.connected = true;
       machine.handle_connected(best, now_);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,17 @@ class Peer {
   virtual void on_bytes(std::string_view data, std::string& reply, bool& close) = 0;
   /// The machine half-closed its side.
   virtual void on_half_close(std::string& /*reply*/, bool& /*close*/) {}
+  /// When the peer next speaks by itself (a process's output or exit, a timer), if ever; the
+  /// link calls on_wake() then, in virtual time.
+  [[nodiscard]] virtual std::optional<Instant> wake() const { return std::nullopt; }
+  virtual void on_wake(std::string& /*reply*/, bool& /*close*/) {}
+
+  /// The link's virtual time, set before each call above.
+  [[nodiscard]] Instant now() const noexcept { return now_; }
+  void set_now(Instant now) noexcept { now_ = now; }
+
+ private:
+  Instant now_{};
 };
 
 /// Makes the peer for a connection, or nullptr to refuse it (connection failed).
