@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sandboxio/codec/proxy.hpp"
 #include "sandboxio/create_options.hpp"
 #include "sandboxio/dsn.hpp"
 #include "text.hpp"
@@ -17,7 +18,37 @@ bool is_host_label_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
 }
 
-bool valid_host_pattern(std::string_view host) {
+/// An entry's host and port: "pypi.org" (any port) or "pypi.org:443".
+std::pair<std::string_view, std::optional<std::string_view>> split_entry(std::string_view entry) {
+  const auto colon = entry.rfind(':');
+  if (colon == std::string_view::npos) return {entry, std::nullopt};
+  return {entry.substr(0, colon), entry.substr(colon + 1)};
+}
+
+bool valid_port(std::string_view port) {
+  if (port.empty() || port.size() > 5 || port[0] == '0') return false;
+  unsigned value = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  return value <= 65535;
+}
+
+bool host_matches(std::string_view pattern, std::string_view host) {
+  if (pattern.rfind("*.", 0) == 0) {
+    // A wildcard names sub-domains; an address is never one.
+    if (proxy::is_ip_literal(host)) return false;
+    const std::string_view suffix = pattern.substr(1);  // ".example.com"
+    return host.size() > suffix.size() &&
+           detail::iequals(host.substr(host.size() - suffix.size()), suffix);
+  }
+  return detail::iequals(host, pattern);
+}
+
+bool valid_host_pattern(std::string_view entry) {
+  auto [host, port] = split_entry(entry);
+  if (port && !valid_port(*port)) return false;
   if (host.rfind("*.", 0) == 0) host.remove_prefix(2);
   if (host.empty() || host.size() > 253) return false;
   std::size_t label = 0;
@@ -36,16 +67,16 @@ bool valid_host_pattern(std::string_view host) {
 
 bool NetworkPolicy::allows(std::string_view host) const noexcept {
   for (const std::string& entry : allow) {
-    const std::string_view pattern(entry);
-    if (pattern.rfind("*.", 0) == 0) {
-      const std::string_view suffix = pattern.substr(1);  // ".example.com"
-      if (host.size() > suffix.size() &&
-          detail::iequals(host.substr(host.size() - suffix.size()), suffix)) {
-        return true;
-      }
-    } else if (detail::iequals(host, pattern)) {
-      return true;
-    }
+    if (host_matches(split_entry(entry).first, host)) return true;
+  }
+  return false;
+}
+
+bool NetworkPolicy::allows(std::string_view host, std::uint16_t port) const noexcept {
+  for (const std::string& entry : allow) {
+    const auto [pattern, entry_port] = split_entry(entry);
+    if (entry_port && *entry_port != std::to_string(port)) continue;
+    if (host_matches(pattern, host)) return true;
   }
   return false;
 }
@@ -64,7 +95,8 @@ Result<void> NetworkPolicy::validate() const {
   for (const std::string& host : allow) {
     if (!valid_host_pattern(host)) {
       return invalid("\"" + host + "\" in the network allow list is not a host name",
-                     "Allow exact host names (pypi.org) or one leading wildcard (*.example.com).");
+                     "Allow exact host names (pypi.org), one leading wildcard (*.example.com) or "
+                     "IPv4 addresses, each with an optional port (pypi.org:443).");
     }
   }
   return {};

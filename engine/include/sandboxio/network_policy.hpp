@@ -8,6 +8,7 @@
 // grants more than was asked.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,8 @@ namespace sandboxio {
 
 struct NetworkPolicy {
   /// Hosts the sandbox may reach: exact names ("pypi.org"), one leading wildcard label
-  /// ("*.pythonhosted.org" matches sub-domains only) or IPv4 addresses. Empty means deny all.
+  /// ("*.pythonhosted.org" matches sub-domains only, never an address) or IPv4 addresses, each
+  /// on any port or on the one it names ("pypi.org:443"). Empty means deny all.
   std::vector<std::string> allow{};
 
   [[nodiscard]] static NetworkPolicy deny_all() { return {}; }
@@ -27,8 +29,11 @@ struct NetworkPolicy {
   }
 
   [[nodiscard]] bool denies_all() const noexcept { return allow.empty(); }
-  /// True when `host` (case-insensitive) matches an entry of the allow list.
+  /// True when `host` (case-insensitive) matches an entry of the allow list, on some port.
   [[nodiscard]] bool allows(std::string_view host) const noexcept;
+  /// True when `host` on `port` matches an entry: what an enforcing proxy asks. An address
+  /// is allowed only when it is listed itself.
+  [[nodiscard]] bool allows(std::string_view host, std::uint16_t port) const noexcept;
   /// "deny-all" or "allow: a, b".
   [[nodiscard]] std::string describe() const;
   /// Checks every entry is a valid host pattern (SBX_E1004 otherwise).
