@@ -407,20 +407,50 @@ std::set<pid_t> Agent::tree_of(Proc& p) {
 }
 
 void Agent::kill_tree(Proc& p, int signo, const std::set<pid_t>& spare) {
-  // Stop the tree growing while it is being killed: repeat until a scan finds nobody new
-  // (a fork bomb gets at most a few rounds). Members in `spare` are left alone (an interrupted
+  // A kill first freezes the tree: SIGSTOP to every member, repeated until a scan finds
+  // nobody new. A stopped process forks no more, and a child forked just before its parent
+  // stopped still has that parent, so the next scan finds it; without this, a child forked
+  // between a scan and its parent's death is an orphan no scan can place (a `setsid` child
+  // of a shell killed at that moment). Members in `spare` are left alone (an interrupted
   // cell's python3, and what the context's earlier cells left running).
+  if (signo == SIGKILL) {
+    std::set<pid_t> stopped;
+    for (int round = 0; round < 50; ++round) {
+      bool grew = false;
+      for (pid_t pid : tree_of(p)) {
+        if (pid <= 1 || pid == self_ || spare.contains(pid) || stopped.contains(pid)) continue;
+        if (::kill(pid, SIGSTOP) == 0) grew = true;
+        stopped.insert(pid);
+      }
+      if (!grew) break;
+    }
+  }
+  // Then the signal, repeated until a scan finds nobody new (a fork bomb gets a few rounds).
+  std::set<pid_t> killed;
   for (int round = 0; round < 20; ++round) {
     const std::set<pid_t> members = tree_of(p);
     bool any = false;
     for (pid_t pid : members) {
       if (pid <= 1 || pid == self_ || spare.contains(pid)) continue;
       if (::kill(pid, signo) == 0) any = true;
+      killed.insert(pid);
     }
     // Its session's group, new members too (unless the main process, a member, is spared).
     if (p.pid > 0 && !p.status && !spare.contains(p.pid)) ::kill(-p.pid, signo);
     if (!any || signo != SIGKILL) break;
     reap();
+  }
+  if (signo != SIGKILL) return;
+  // A SIGKILL is not instant (a process in the middle of an exec, on a loaded machine): what
+  // is reported killed is gone before the report, within a bound (then it is left to die).
+  for (int wait = 0; wait < 200 && !killed.empty(); ++wait) {
+    reap();
+    const auto all = all_processes();
+    std::erase_if(killed, [&](pid_t pid) {
+      auto it = all.find(pid);
+      return it == all.end() || it->second.state == 'Z';
+    });
+    if (!killed.empty()) ::poll(nullptr, 0, 1);
   }
 }
 

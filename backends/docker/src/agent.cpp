@@ -47,21 +47,12 @@ Problem DockerMachine::agent_start_problem(const std::string& why) const {
 bool DockerMachine::explain_kill(OpId id, ExecResult& result,
                                  std::chrono::system_clock::time_point started, Instant now) {
   if (!wall_at(now)) return false;
-  // The kernel's out-of-memory killer, or something in the sandbox: the engine's event log for
-  // the command's window says which.
-  const std::string filters =
-      R"({"container":[")" + container_ + R"("],"type":["container"],"event":["oom"]})";
-  const std::string target =
-      path("/events?since=" + api_time(started - 1s) + "&until=" + api_time(*wall_at(now) + 1s) +
-           "&filters=" + percent_encode(filters));
-  call(id, "GET", target, {},
-       [this, id, r = std::move(result)](Result<Reply> reply, Instant t) mutable {
-         if (reply && reply.value().status == 200 &&
-             reply.value().body.find("\"oom\"") != std::string::npos) {
-           r.termination = Termination::OutOfMemory;
-         }
-         finish_command(id, std::move(r), t);
-       });
+  // The kernel's out-of-memory killer, or something in the sandbox: the engine's event log
+  // says which.
+  query_oom(id, started, now, [this, id, r = std::move(result)](bool oom, Instant t) mutable {
+    if (oom) r.termination = Termination::OutOfMemory;
+    finish_command(id, std::move(r), t);
+  });
   return true;
 }
 

@@ -372,23 +372,43 @@ void DockerMachine::inspect_exec(std::uint64_t key, Instant) {
 }
 
 // A SIGKILL while the container runs on: was it the memory limit? The daemon's event log
-// says, for the command's time window (an exec's OOM kill leaves the container running).
-// The window is widened by a second each way: the wall clock is reckoned from the driver's
-// anchor, and the engine stamps events with its own clock.
+// says (an exec's OOM kill leaves the container running).
 void DockerMachine::check_oom(Exec done, int code, Instant now) {
+  const OpId opid = done.op;
+  const auto started = *done.wall_started;
+  query_oom(opid, started, now, [this, done = std::move(done), code](bool oom, Instant t) mutable {
+    finish_user_exec(done, code, t, oom ? std::optional(Termination::OutOfMemory) : std::nullopt);
+  });
+}
+
+// The engine stamps events with its own clock and the wall clock here is reckoned from the
+// driver's anchor, so the window opens a second before the first command started; past that,
+// counting (not looking for one event in a window) keeps one kill from explaining the next.
+void DockerMachine::query_oom(OpId op, std::chrono::system_clock::time_point started, Instant now,
+                              std::function<void(bool, Instant)> then) {
+  if (!oom_since_) oom_since_ = started - 1s;
   const std::string filters =
       R"({"container":[")" + container_ + R"("],"type":["container"],"event":["oom"]})";
   const std::string target =
-      path("/events?since=" + api_time(*done.wall_started - 1s) +
-           "&until=" + api_time(*wall_at(now) + 1s) + "&filters=" + percent_encode(filters));
-  const OpId opid = done.op;
-  call(opid, "GET", target, {},
-       [this, done = std::move(done), code](Result<Reply> r, Instant t) mutable {
-         const bool oom =
-             r && r.value().status == 200 && r.value().body.find("\"oom\"") != std::string::npos;
-         finish_user_exec(done, code, t,
-                          oom ? std::optional(Termination::OutOfMemory) : std::nullopt);
-       });
+      path("/events?since=" + api_time(*oom_since_) + "&until=" + api_time(*wall_at(now) + 1s) +
+           "&filters=" + percent_encode(filters));
+  call(op, "GET", target, {}, [this, then = std::move(then)](Result<Reply> r, Instant t) {
+    std::size_t events = 0;
+    if (r && r.value().status == 200) {
+      // One JSON object per line, each an "oom" event of this container.
+      const std::string& body = r.value().body;
+      for (std::size_t at = 0; at < body.size();) {
+        auto end = body.find('\n', at);
+        if (end == std::string::npos) end = body.size();
+        if (std::string_view(body).substr(at, end - at).find("\"oom\"") != std::string_view::npos)
+          ++events;
+        at = end + 1;
+      }
+    }
+    const bool oom = events > oom_seen_;
+    oom_seen_ = std::max(oom_seen_, events);
+    then(oom, t);
+  });
 }
 
 void DockerMachine::finish_user_exec(Exec& e, std::optional<int> code, Instant now,

@@ -266,6 +266,11 @@ class DockerMachine final : public backend::AgentMachine {
   void exec_timers(Instant now);
   void inspect_exec(std::uint64_t key, Instant now);
   void check_oom(Exec done, int code, Instant now);
+  /// Whether the engine logged an out-of-memory kill in this container since the last time
+  /// this was asked (for a SIGKILL that started at `started`): its OOM events are counted
+  /// from the first command's start on, so an earlier kill never explains a later one.
+  void query_oom(OpId op, std::chrono::system_clock::time_point started, Instant now,
+                 std::function<void(bool, Instant)> then);
   void finish_user_exec(Exec& e, std::optional<int> code, Instant now,
                         std::optional<Termination> why = std::nullopt);
   void kill_tree(OpId id, Termination why, Instant now);
@@ -273,6 +278,8 @@ class DockerMachine final : public backend::AgentMachine {
   void kill_by_token(const std::string& token, std::function<void(Result<ExecDone>, Instant)> then);
 
   Config config_;
+  std::optional<std::chrono::system_clock::time_point> oom_since_{};
+  std::size_t oom_seen_ = 0;  // the OOM events since oom_since_ already told
   std::string container_{};
   std::string exec_user_{};  // agent_user(): what every exec but the killer runs as
   OpId pulling_ = 0;         // the create whose image is being pulled (nothing made yet)
