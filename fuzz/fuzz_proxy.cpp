@@ -23,7 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   if (p.error() && (p.error_status() < 400 || p.error_status() > 599)) std::abort();
   if (p.done()) {
     const auto& t = p.target();
-    if (t.port == 0 || sandboxio::proxy::normalise_host(t.host) != t.host) std::abort();
+    const bool v6 = t.host.find(':') != std::string::npos;
+    if (t.port == 0 || sandboxio::proxy::normalise_host(v6 ? "[" + t.host + "]" : t.host) != t.host)
+      std::abort();
     if (t.kind == sandboxio::proxy::Target::Kind::Forward) {
       const auto blank = t.upstream_head.find("\r\n\r\n");
       if (blank == std::string::npos || blank + 4 != t.upstream_head.size()) std::abort();

@@ -3,6 +3,7 @@
 // proxy cannot understand gets a 4xx it can read, never a guess about where it meant to go.
 #include "sandboxio/codec/proxy.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <vector>
 
@@ -69,18 +70,45 @@ bool is_ipv4(std::string_view s) {
   }
 }
 
+/// RFC 4291's text form: eight groups of 1-4 hex digits, one "::" for a run of zero groups,
+/// and an IPv4 address in place of the last two.
 bool is_ipv6(std::string_view s) {
   if (s.size() < 2 || s.size() > 45) return false;
-  int colons = 0;
-  for (char c : s) {
-    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (c == ':') {
-      ++colons;
-    } else if (!hex && c != '.') {
-      return false;
+  int groups = 0;
+  bool gap = false;
+  std::size_t i = 0;
+  if (s.substr(0, 2) == "::") {
+    gap = true;
+    i = 2;
+    if (i == s.size()) return true;  // "::"
+  } else if (s[0] == ':') {
+    return false;
+  }
+  while (i < s.size()) {
+    std::size_t n = 0;
+    while (i + n < s.size() && n < 5 && std::isxdigit(static_cast<unsigned char>(s[i + n])) != 0)
+      ++n;
+    if (i + n < s.size() && s[i + n] == '.') {  // the IPv4 tail
+      if (!is_ipv4(s.substr(i))) return false;
+      groups += 2;
+      i = s.size();
+      break;
+    }
+    if (n == 0 || n > 4) return false;
+    ++groups;
+    i += n;
+    if (i == s.size()) break;
+    if (s[i] != ':') return false;
+    ++i;
+    if (i < s.size() && s[i] == ':') {
+      if (gap) return false;  // a second "::"
+      gap = true;
+      ++i;
+    } else if (i == s.size()) {
+      return false;  // a trailing single ':'
     }
   }
-  return colons >= 2 && colons <= 7;
+  return gap ? groups < 8 : groups == 8;
 }
 
 bool is_dns_name(std::string_view s) {
@@ -96,7 +124,11 @@ bool is_dns_name(std::string_view s) {
                     c == '-' || c == '_';
     if (!ok || ++label > 63) return false;
   }
-  return label != 0;
+  if (label == 0) return false;
+  // A last label of digits is no name (no top-level domain is numeric): "01.2.3.4" or "0x7f.1"
+  // would be read as an address by a resolver, behind the allow list's back.
+  const std::string_view last = s.substr(s.size() - label);
+  return last.find_first_not_of("0123456789") != std::string_view::npos;
 }
 
 /// "host:port" or "[v6]:port" (the port required when `default_port` is 0).
@@ -148,8 +180,10 @@ std::optional<std::string> normalise_host(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
     if (!is_ipv6(host)) return std::nullopt;
-  } else if (!host.empty() && host.back() == '.') {
-    host.remove_suffix(1);
+  } else if (is_ipv6(host)) {
+    return std::nullopt;  // an IPv6 address is written in brackets
+  } else if (!host.empty() && host.back() == '.' && !is_ipv4(host.substr(0, host.size() - 1))) {
+    host.remove_suffix(1);  // "pypi.org." is pypi.org; "1.2.3.4." is nothing
   }
   if (!is_ipv4(host) && !is_ipv6(host) && !is_dns_name(host)) return std::nullopt;
   std::string out(host);

@@ -91,6 +91,19 @@ TEST(ProxyHead, RefusesWhatItCannotRouteWithAStatusAndACode) {
   }
 }
 
+TEST(ProxyHead, OnlyCanonicalAddressesAreAddresses) {
+  using sandboxio::proxy::normalise_host;
+  EXPECT_EQ(normalise_host("[::1]"), "::1");
+  EXPECT_EQ(normalise_host("[2001:db8::10.1.2.3]"), "2001:db8::10.1.2.3");
+  EXPECT_EQ(normalise_host("PyPI.org."), "pypi.org");
+  EXPECT_EQ(normalise_host("10.1.2.3"), "10.1.2.3");
+  // Forms a resolver reads as addresses, and malformed literals: none is a host.
+  for (const char* bad : {"::1", "[::.]", "[1::2::3]", "[12345::]", "[:1]", "01.2.3.4", "0x7f.1",
+                          "2130706433", "1.2.3.4.", "1.2.3.256", "a..b", ""}) {
+    EXPECT_EQ(normalise_host(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(ProxyHead, AnEndlessHeadIsCutAtTheLimitNotBuffered) {
   HeadParser p(sandboxio::proxy::Limits{.max_head_bytes = 1024, .max_headers = 8});
   std::size_t total = 0;

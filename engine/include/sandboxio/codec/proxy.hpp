@@ -66,7 +66,8 @@ class HeadParser {
 };
 
 /// A host as the proxy accepts it: a DNS name (normalised to lower case, one trailing dot
-/// dropped), an IPv4 address, or an IPv6 literal (with or without brackets); nullopt else.
+/// dropped; its last label not all digits), an IPv4 address in dotted decimal, or an IPv6
+/// address in brackets (returned without them); nullopt else.
 [[nodiscard]] std::optional<std::string> normalise_host(std::string_view host);
 /// True for an IPv4 or IPv6 literal (as normalise_host() returns it).
 [[nodiscard]] bool is_ip_literal(std::string_view host) noexcept;
