@@ -1,12 +1,12 @@
 // local:// on this machine: the whole contract suite through the blocking and the Asio
-// transports (and through the simulated link, against a simulated agent), and what its
-// isolation promises, each checked from the host side: the sandbox's
-// processes run as an unprivileged uid with no capabilities, under no_new_privs and a seccomp
-// filter; read-only binds stay read-only and host files unwritten; a canary on the host's
-// loopback is unreachable (and reachable from a control run that shares the network); a
-// timeout kills a whole tree (setsid, double fork, env -i); limits it cannot enforce are
-// refused with their code. Needs bubblewrap and user namespaces (scripts/deps.sh installs
-// bubblewrap); without them the tests skip loudly, and fail under SBX_REQUIRE_LOCAL=1 (CI).
+// transports, and through the simulated link against a simulated agent; and what its
+// isolation promises, each checked from the host side: the sandbox's processes run as an
+// unprivileged uid with no capabilities, under no_new_privs and a seccomp filter; read-only
+// binds stay read-only and host files unwritten; a canary on the host's loopback is
+// unreachable (and reachable from a control run that shares the network); a timeout kills a
+// whole tree (setsid, double fork, env -i); limits it cannot enforce are refused with their
+// code. Needs bubblewrap and user namespaces (scripts/deps.sh installs bubblewrap); without
+// them the tests skip loudly, and fail under SBX_REQUIRE_LOCAL=1 (CI).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>

@@ -13,7 +13,6 @@
 namespace sandboxio::fake {
 
 using agent::Type;
-using std::chrono::nanoseconds;
 
 namespace {
 
