@@ -213,8 +213,7 @@ struct AgentPeer::Impl {
   }
 
   void launch(std::uint32_t channel, const agent::Start& s, Bytes stdin_data, std::string& reply) {
-    const std::string cwd =
-        detail::Vfs::normalise("/", s.cwd.empty() ? workdir() : detail::Vfs::normalise("/", s.cwd));
+    const std::string cwd = detail::Vfs::normalise("/", s.cwd.empty() ? workdir() : s.cwd);
     const detail::Node* dir = fs.get(cwd);
     if (s.argv.empty() || dir == nullptr || !dir->dir) {
       agent::Exit e;
