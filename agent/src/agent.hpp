@@ -3,7 +3,8 @@
 // on a root-only Unix socket. It starts processes,
 // streams their output under the host's credit, kills whole process trees, moves files in
 // chunks, and ends the sandbox when its owner's stream closes or its lifetime runs out.
-// It never opens a network socket. One thread, one poll loop.
+// Its only network socket is the egress proxy's, on the sandbox's own loopback, when the host
+// asks for it. One thread, one poll loop.
 //
 //   main.cpp       arguments, init duties (subreaper, signals, reaping), the poll loop
 //   processes.cpp  Start, Stdin, Signal, Credit; output and exit; tree membership and kills
@@ -12,6 +13,7 @@
 //   user.cpp       --user: the identity commands and files take, from the image's own files
 //   bridge.cpp     bridge sessions: the root-only socket, and --bridge, which relays to it
 //   seccomp.cpp    --seccomp: the system-call filter of sandboxes with no runtime to set one
+//   egress.cpp     EgressListen: the loopback proxy whose connections are tunnelled to the host
 #pragma once
 
 #include <poll.h>
@@ -130,6 +132,18 @@ struct Kernel {
   bool fresh = false;  // python3 ended between cells and was started again
 };
 
+/// A connection a program made to the egress proxy, relayed to the host as a tunnel.
+struct Tunnel {
+  int fd = -1;
+  std::uint64_t credit = agent::kTunnelWindow;  // bytes the host will still take
+  std::string to_client{};                      // the host's bytes not yet written
+  std::uint64_t unacked = 0;                    // written since the last Credit we sent
+  bool client_ended = false;                    // EOF read: TunnelEnd sent
+  bool host_ended = false;                      // the host's TunnelEnd came
+  bool write_shut = false;                      // ... and was passed on (shutdown SHUT_WR)
+  bool broken = false;                          // the socket failed: TunnelClose
+};
+
 /// Who commands run as, and files are opened as, when the agent itself stays root.
 struct Identity {
   uid_t uid = 0;
@@ -244,6 +258,17 @@ class Agent {
   bool pump_read(Key channel, Transfer& t);
   void fail(Key channel, int error, const std::string& message);
 
+  // egress.cpp
+  void egress_listen(Key channel, const agent::EgressListen& request);
+  /// Closes the listener and every tunnel of its session (told to the host).
+  void close_proxy();
+  void accept_tunnels();
+  /// A frame on an agent channel (a tunnel's); false for any other channel.
+  bool tunnel_frame(Key key, Frame& f);
+  void pump_tunnels();
+  void poll_tunnels(std::vector<pollfd>& fds) const;
+  void drop_tunnel(Key key, bool tell);
+
   Options options_;
   Clock::time_point started_ = Clock::now();
   pid_t self_ = 0;
@@ -260,6 +285,10 @@ class Agent {
   std::map<pid_t, Key> kernel_pids_{};  // python3's pid -> its context's channel
   std::string python_{};                // python3's path, when the image has one
   Clock::time_point next_scan_{};
+  int proxy_fd_ = -1;                // the egress proxy's listener, when a session asked
+  std::uint32_t proxy_session_ = 0;  // ... and the session its tunnels belong to
+  std::map<Key, Tunnel> tunnels_{};
+  std::uint32_t next_tunnel_ = 0;
 };
 
 }  // namespace sandboxio::agent_main

@@ -124,6 +124,7 @@ void Agent::end_session(std::uint32_t id) {
   if (it->second.out_fd >= 0 && it->second.out_fd != it->second.in_fd) ::close(it->second.out_fd);
   sessions_.erase(it);
   if (id == 0) owner_gone_ = true;
+  if (proxy_fd_ >= 0 && proxy_session_ == id) close_proxy();
   // Nobody is left to read what the session's commands print or to stop them: they end.
   for (auto& [key, p] : procs_)
     if (session_of(key) == id && !p.status) kill_tree(p, SIGKILL);
@@ -199,6 +200,7 @@ void Agent::on_frame(std::uint32_t session, Frame f) {
     send(Type::Failure, key_of(session, f.channel), agent::Failure{0, p.detail}.encode());
   };
   const Key channel = key_of(session, f.channel);
+  if (tunnel_frame(channel, f)) return;
   switch (f.type) {
     case Type::Hello: {
       auto h = agent::Hello::decode(f.payload);
@@ -274,6 +276,11 @@ void Agent::on_frame(std::uint32_t session, Frame f) {
     }
     case Type::Shutdown:
       return shutdown("the owner asked");
+    case Type::EgressListen: {
+      auto e = agent::EgressListen::decode(f.payload);
+      if (!e) return bad(e.problem());
+      return egress_listen(channel, e.value());
+    }
     default:
       send(Type::Failure, zero,
            agent::Failure{0, "unexpected frame " + std::string(agent::to_string(f.type))}.encode());
@@ -358,6 +365,7 @@ int Agent::run() {
     }
     std::erase_if(transfers_, [](const auto& kv) { return kv.second.reading && kv.second.fd < 0; });
     service_kernels();
+    pump_tunnels();
 
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_, POLLIN, 0});
@@ -388,6 +396,8 @@ int Agent::run() {
       if (k.evt_fd >= 0 && open) fds.push_back({k.evt_fd, POLLIN, 0});
       if (k.req_fd >= 0 && !k.requests.empty()) fds.push_back({k.req_fd, POLLOUT, 0});
     }
+    const std::size_t proxy_at = fds.size();  // poll_tunnels() puts the listener first
+    poll_tunnels(fds);
     const int ready = ::poll(fds.data(), fds.size(), poll_timeout(Clock::now()));
     if (ready < 0 && errno != EINTR) return 3;
     if (ready <= 0) continue;
@@ -399,6 +409,8 @@ int Agent::run() {
     for (std::size_t i = 0; i < polled.size(); ++i)
       pump_session(polled[i], fds[2 + 2 * i], fds[3 + 2 * i]);
     if (fds[1].revents & POLLIN) accept_bridge();
+    if (proxy_at < fds.size() && fds[proxy_at].fd == proxy_fd_ && (fds[proxy_at].revents & POLLIN))
+      accept_tunnels();
   }
 }
 

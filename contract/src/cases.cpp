@@ -1,6 +1,14 @@
 // The contract cases. Each states one behaviour users rely on; names are "family.behaviour".
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <asio/error.hpp>
+#include <atomic>
+#include <random>
+#include <thread>
 
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sinks.hpp"
@@ -513,6 +521,137 @@ void network_deny_by_default(const Target& t) {
   require(!r.ok(), "the egress probe reached the network under the default deny-all policy");
 }
 
+/// A canary web server on this machine's loopback: every request gets `body`, and each one is
+/// counted. The allow-list rows reach it by a name only the test resolves (a pinned name), so
+/// no test sends anything anywhere but loopback.
+class HttpCanary {
+ public:
+  HttpCanary() {
+    std::random_device rd;
+    body_ = "sandboxio-canary-" + std::to_string(rd()) + "\n";
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 16) != 0)
+      throw CaseFailure("the canary cannot listen on 127.0.0.1");
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        std::string head;
+        char buf[4096];
+        while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          head.append(buf, static_cast<std::size_t>(n));
+        }
+        ++requests_;
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+            std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+        (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+        ::close(c);
+      }
+    });
+  }
+  HttpCanary(const HttpCanary&) = delete;
+  HttpCanary& operator=(const HttpCanary&) = delete;
+  ~HttpCanary() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int requests() const { return requests_; }
+  [[nodiscard]] const std::string& body() const { return body_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::string body_;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+constexpr const char* kCanaryName = "canary.sandboxio.test";
+
+}  // namespace
+
+std::vector<std::string> python_fetch(const std::string& url) {
+  // python3-minimal has no http.client (urllib needs it): the request is made the way curl
+  // makes it, to the proxy the environment names, with the socket module alone.
+  return {"python3", "-c",
+          "import os, socket, sys\n"
+          "url = sys.argv[1]\n"
+          "proxy = os.environ.get('http_proxy') or os.environ.get('HTTP_PROXY')\n"
+          "if not proxy:\n"
+          "    sys.exit('no http_proxy in the environment')\n"
+          "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+          "s = socket.create_connection((host, int(port)), timeout=20)\n"
+          "s.sendall(('GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
+          "          % (url, url.split('/')[2])).encode())\n"
+          "data = b''\n"
+          "while True:\n"
+          "    chunk = s.recv(65536)\n"
+          "    if not chunk:\n"
+          "        break\n"
+          "    data += chunk\n"
+          "head, _, body = data.partition(b'\\r\\n\\r\\n')\n"
+          "status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
+          "if status.split(' ')[1:2] != ['200']:\n"
+          "    sys.exit(status)\n"
+          "sys.stdout.write(body.decode())\n",
+          url};
+}
+
+std::vector<std::string> python_resolve(const std::string& name) {
+  return {"python3", "-c", "import socket, sys; socket.getaddrinfo(sys.argv[1], 80)", name};
+}
+
+namespace {
+
+void network_allow_list(const Target& t) {
+  if (!t.fetch_probe) return;
+  auto probe = make(t);
+  if (!probe->capabilities().contains(Capability::NetworkAllowList)) return;
+  probe.reset();
+  HttpCanary canary;
+  const std::string port = std::to_string(canary.port());
+  CreateOptions o;
+  o.network = NetworkPolicy::allowing({std::string(kCanaryName) + ":" + port});
+  o.network.pinned = {{kCanaryName, "127.0.0.1"}};
+  auto sb = make(t, o);
+  // An allowed host is reachable, by its name, through the proxy the environment names.
+  auto r = sb->run(t.fetch_probe("http://" + std::string(kCanaryName) + ":" + port + "/allowed"));
+  require(r.ok() && r.stdout_bytes == canary.body(),
+          "the allowed canary was not reached: exit " + std::to_string(r.exit_code.value_or(-1)) +
+              ", " + show(r.stdout_bytes) + " " + show(r.stderr_bytes));
+  require(canary.requests() == 1,
+          "the canary saw " + std::to_string(canary.requests()) + " requests for one fetch");
+  // An unlisted name, on the same port (pinned nowhere: it would resolve to nothing anyway).
+  r = sb->run(t.fetch_probe("http://unlisted.sandboxio.test:" + port + "/denied"));
+  require(!r.ok(), "a host outside the allow list was fetched: " + show(r.stdout_bytes));
+  // The allowed name on another port is another entry.
+  r = sb->run(t.fetch_probe("http://" + std::string(kCanaryName) + ":1/denied"));
+  require(!r.ok(), "the allowed name on an unlisted port was fetched");
+  require(canary.requests() == 1, "a refused request reached the canary");
+  // No route but the proxy: a raw connection to an address fails.
+  if (!t.egress_probe.empty()) {
+    r = sb->run(t.egress_probe);
+    require(!r.ok(), "a raw connection left a sandbox whose allow list names only a host");
+  }
+  // The sandbox resolves no name itself: DNS cannot carry data out.
+  if (t.resolve_probe) {
+    r = sb->run(t.resolve_probe(kCanaryName));
+    require(!r.ok(), "a name resolved inside the sandbox: " + show(r.stdout_bytes));
+  }
+}
+
 // ---- files ----
 
 bool files(Box& sb) {
@@ -685,6 +824,7 @@ constexpr Case kCases[] = {
     {"capability.resources", capability_resources},
     {"capability.files_undeclared", capability_files_undeclared},
     {"network.deny_by_default", network_deny_by_default},
+    {"network.allow_list", network_allow_list},
     {"files.binary_round_trip", files_binary_round_trip},
     {"files.multi_megabyte", files_multi_megabyte},
     {"files.nested_list_remove", files_nested_list_remove},

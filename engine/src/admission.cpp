@@ -24,7 +24,7 @@ std::optional<Problem> admit_create(std::string_view scheme, IsolationTier tier,
                    "Sandboxes are created only where egress can be denied: use a backend that "
                    "declares network_policy."};
   }
-  if (!options.network.denies_all() && !capabilities.contains(Capability::NetworkAllowList)) {
+  if (options.network.needs_proxy() && !capabilities.contains(Capability::NetworkAllowList)) {
     return Problem{errc::PolicyUnenforceable,
                    name + " cannot enforce an allow list (" + options.network.describe() +
                        "): it can only deny all egress",

@@ -191,6 +191,16 @@ std::string_view to_string(Type t) noexcept {
       return "CodeEvent";
     case Type::CodeDone:
       return "CodeDone";
+    case Type::EgressListen:
+      return "EgressListen";
+    case Type::TunnelData:
+      return "TunnelData";
+    case Type::TunnelEnd:
+      return "TunnelEnd";
+    case Type::TunnelClose:
+      return "TunnelClose";
+    case Type::TunnelOpen:
+      return "TunnelOpen";
   }
   return "unknown";
 }
@@ -522,6 +532,16 @@ Result<CodeDone> CodeDone::decode(std::string_view payload) {
   d.message = r.str();
   if (how > 3) return malformed("CodeDone (kind)");
   return r.finish(std::move(d), "CodeDone");
+}
+
+std::string EgressListen::encode() const {
+  return Writer().u32(port).take();
+}
+Result<EgressListen> EgressListen::decode(std::string_view payload) {
+  Reader r(payload);
+  const std::uint32_t port = r.u32();
+  if (port == 0 || port > 65535) return malformed("EgressListen (port)");
+  return r.finish(EgressListen{static_cast<std::uint16_t>(port)}, "EgressListen");
 }
 
 std::string Ping::encode() const {

@@ -82,6 +82,7 @@ bool NetworkPolicy::allows(std::string_view host, std::uint16_t port) const noex
 }
 
 std::string NetworkPolicy::describe() const {
+  if (learn) return "learn";
   if (allow.empty()) return "deny-all";
   std::string out = "allow: ";
   for (std::size_t i = 0; i < allow.size(); ++i) {
@@ -92,6 +93,22 @@ std::string NetworkPolicy::describe() const {
 }
 
 Result<void> NetworkPolicy::validate() const {
+  if (learn && !allow.empty()) {
+    return invalid("learning mode denies everything: it takes no allow list",
+                   "Learn first (egress=learn), then create with the allow list it printed.");
+  }
+  for (const auto& [name, address] : pinned) {
+    if (!valid_host_pattern(name) || name.find('*') != std::string::npos ||
+        name.find(':') != std::string::npos) {
+      return invalid("\"" + name + "\" in the pinned names is not a host name",
+                     "Pin exact host names, without a port: {\"canary.test\", \"127.0.0.1\"}.");
+    }
+    if (address.empty() || address.size() > 64 ||
+        address.find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos) {
+      return invalid("\"" + address + "\", pinned for " + name + ", is not an IP address",
+                     "Pin a name to an IPv4 or IPv6 address (127.0.0.1, ::1).");
+    }
+  }
   for (const std::string& host : allow) {
     if (!valid_host_pattern(host)) {
       return invalid("\"" + host + "\" in the network allow list is not a host name",

@@ -41,6 +41,8 @@ std::string_view to_string(Operation op) noexcept {
       return "pause";
     case Operation::Resume:
       return "resume";
+    case Operation::Egress:
+      return "egress";
   }
   return "unknown";
 }
@@ -67,6 +69,10 @@ void close_record(OperationRecord& record, Outcome outcome, std::chrono::nanosec
   if (record.command) record.command = redactor.redact(*record.command);
   record.error_detail = redactor.redact(record.error_detail);
   record.sandbox_id = redactor.redact(record.sandbox_id);
+  if (record.egress) {
+    record.egress->host = redactor.redact(record.egress->host);
+    record.egress->reason = redactor.redact(record.egress->reason);
+  }
   record.closed = true;
 }
 
@@ -94,6 +100,18 @@ std::string to_json_line(const OperationRecord& r) {
   if (r.exit_code) w.key("exit_code").value(*r.exit_code);
   if (r.termination) w.key("termination").value(to_string(*r.termination));
   if (r.possible_orphan) w.key("possible_orphan").value(true);
+  if (r.egress) {
+    const EgressAttempt& e = *r.egress;
+    w.key("egress").begin_object();
+    w.key("host").value(e.host);
+    w.key("port").value(static_cast<std::int64_t>(e.port));
+    w.key("method").value(e.method);
+    w.key("allowed").value(e.allowed);
+    if (!e.reason.empty()) w.key("reason").value(e.reason);
+    w.key("bytes_out").value(static_cast<std::uint64_t>(e.bytes_out));
+    w.key("bytes_in").value(static_cast<std::uint64_t>(e.bytes_in));
+    w.end_object();
+  }
   w.end_object();
   std::string line = std::move(w).str();
   line.push_back('\n');

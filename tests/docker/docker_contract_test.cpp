@@ -28,7 +28,16 @@ Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport,
   t.egress_probe = {"python3", "-c",
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
+  t.fetch_probe = sandboxio::contract::python_fetch;
+  t.resolve_probe = sandboxio::contract::python_resolve;
   if (image == sandboxio::testing::kBusyboxImage) {
+    // busybox's wget honours http_proxy; its nslookup asks the resolver the image names.
+    t.fetch_probe = [](const std::string& url) {
+      return std::vector<std::string>{"wget", "-q", "-O", "-", url};
+    };
+    t.resolve_probe = [](const std::string& name) {
+      return std::vector<std::string>{"nslookup", name};
+    };
     // No python3: busybox's `ip` asks the kernel for a route (it sends nothing).
     t.has_python = false;
     t.egress_probe = {"ip", "route", "get", "192.0.2.1"};

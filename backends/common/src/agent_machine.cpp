@@ -70,6 +70,7 @@ std::uint32_t AgentMachine::agent_call(AgentCall call) {
 
 void AgentMachine::agent_lost(Problem problem, Instant now) {
   agent_ready_ = false;
+  egress_lost(now);
   if (alive(agent_create_)) {
     const std::string why =
         agent_stderr_.empty() ? problem.detail : problem.detail + " (agent: " + agent_stderr_ + ")";
@@ -117,6 +118,8 @@ void AgentMachine::agent_frame(agent::Frame f, Instant now) {
   if (f.channel == 0) {
     if (f.type == Type::Welcome) {
       if (auto wrong = take_welcome(f.payload)) return fail_machine(std::move(*wrong), now);
+      // The create completes once the proxy listens: the first command can use it.
+      if (egress_wanted()) return egress_listen([this](Instant t) { agent_welcomed(t); });
       return agent_welcomed(now);
     }
     if (f.type == Type::Failure) {
@@ -126,10 +129,17 @@ void AgentMachine::agent_frame(agent::Frame f, Instant now) {
     }
     return;  // Pong, Log
   }
+  if ((f.channel & agent::kAgentChannel) != 0) return egress_frame(f, now);
   if (f.type == Type::Exit) agent_killed(f.channel);  // also for a call already forgotten
   auto it = calls_.find(f.channel);
   if (it == calls_.end()) return;  // a call that ended (cancelled): its last frames
   AgentCall& call = it->second;
+  if (call.kind == AgentCall::Kind::Egress) {
+    if (f.type != Type::Done && f.type != Type::Failure) return;
+    AgentCall done = std::move(call);
+    calls_.erase(it);
+    return egress_listened(f, done, now);
+  }
   if (call.kind == AgentCall::Kind::Ignore) {
     if (f.type == Type::Done || f.type == Type::Failure) calls_.erase(it);
     return;
@@ -270,6 +280,7 @@ void AgentMachine::agent_frame(agent::Frame f, Instant now) {
     case AgentCall::Kind::Code:
     case AgentCall::Kind::Ignore:
     case AgentCall::Kind::Probe:
+    case AgentCall::Kind::Egress:
       break;
   }
   malformed(agent_problem("an unexpected " + std::string(to_string(f.type)) + " for " + call.path));

@@ -180,6 +180,10 @@ std::size_t DockerMachine::direct_bytes(std::string_view data, Instant now) {
     }
     direct_ready_ = true;
     config_.agent = true;
+    if (egress_wanted()) {
+      egress_listen([this, id = direct_for_](Instant t) { agent_serves(id, t); });
+      continue;
+    }
     agent_serves(direct_for_, now);
   }
   if (direct_ != 0 && direct_reader_.error()) direct_ended(*direct_reader_.error(), now);

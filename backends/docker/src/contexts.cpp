@@ -9,6 +9,8 @@ namespace sandboxio::docker::detail {
 
 CapabilitySet DockerMachine::capabilities() const noexcept {
   CapabilitySet caps = declared_capabilities();
+  // Allow lists are enforced by the agent's egress proxy: the exec path has no way to.
+  if (config_.agent) caps.insert(Capability::NetworkAllowList);
   if (agent_python()) {
     caps.insert(Capability::StatefulCode);
     caps.insert(Capability::RichOutput);

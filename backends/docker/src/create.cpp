@@ -28,7 +28,7 @@ OpId DockerMachine::submit_create(const CreateOptions& options, Instant now) {
   if (auto r = options.validate(); !r) return fail(id, r.problem(), now);
   if (config_.image.empty())
     return fail(id, Problem{errc::InvalidDsn, "docker:// needs an image: docker://IMAGE", {}}, now);
-  adopt(options);
+  adopt(egress_setup(options));
   Op& op = *find_op(id);
   op.kind = OpState::Kind::Create;
   op.create_timeout = options.create_timeout;

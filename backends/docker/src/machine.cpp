@@ -22,6 +22,7 @@ DockerMachine::DockerMachine(Config config)
 // ---- inputs ----
 
 void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) {
+  if (egress_conn(id)) return egress_connect_failed(id, problem, now);
   backend::Exchange* x = http_.find(id);
   if (!x) return;
   if (problem.code == errc::ConnectionFailed || problem.code == errc::ProtocolError) {
@@ -49,6 +50,7 @@ void DockerMachine::handle_connect_failed(ConnId id, Problem problem, Instant no
 }
 
 std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instant now) {
+  if (egress_conn(id)) return egress_bytes(id, data, now);
   backend::Exchange* x = http_.find(id);
   if (!x) return data.size();
   if (id == direct_) return direct_bytes(data, now);
@@ -71,6 +73,7 @@ std::size_t DockerMachine::handle_bytes(ConnId id, std::string_view data, Instan
 }
 
 void DockerMachine::handle_eof(ConnId id, Instant now) {
+  if (egress_conn(id)) return egress_eof(id, now);
   backend::Exchange* x = http_.find(id);
   if (!x) return;
   if (id == direct_) return direct_ended(std::nullopt, now);

@@ -63,9 +63,12 @@ class LocalMachine final : public backend::AgentMachine {
   }
 
   // ---- inputs ----
-  void handle_connected(ConnId, Instant) override {}
+  void handle_connected(ConnId id, Instant now) override {
+    if (egress_conn(id)) egress_connected(id, now);
+  }
 
   void handle_connect_failed(ConnId id, Problem problem, Instant now) override {
+    if (egress_conn(id)) return egress_connect_failed(id, problem, now);
     if (id != conn_) return;
     conn_ = 0;
     if (alive(agent_create_)) {
@@ -82,6 +85,7 @@ class LocalMachine final : public backend::AgentMachine {
   }
 
   std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override {
+    if (egress_conn(id)) return egress_bytes(id, data, now);
     if (id != conn_) return data.size();
     if (!agent_ready_ && agent_stderr_.size() < 4096)
       agent_stderr_.append(data.substr(0, 4096 - agent_stderr_.size()));
@@ -101,6 +105,7 @@ class LocalMachine final : public backend::AgentMachine {
   }
 
   void handle_eof(ConnId id, Instant now) override {
+    if (egress_conn(id)) return egress_eof(id, now);
     if (id != conn_) return;
     close_session();
     gone_ = true;
@@ -146,7 +151,8 @@ class LocalMachine final : public backend::AgentMachine {
                               "Use docker:// or e2b:// for a sandbox that outlives its owner."),
                   now);
     }
-    adopt(options);
+    const CreateOptions effective = egress_setup(options);
+    adopt(effective);
     started_ = true;
     oom_probe_ = config_.cgroup_version != 0 && config_.runsc.empty() &&
                  options.resources.memory_bytes.has_value();
@@ -160,7 +166,7 @@ class LocalMachine final : public backend::AgentMachine {
     Endpoint launcher;
     launcher.kind = Endpoint::Kind::Process;
     launcher.address = config_.runsc.empty() ? "bubblewrap" : "runsc";
-    launcher.argv = launch_argv(config_, options);
+    launcher.argv = launch_argv(config_, effective);
     conn_ = next_conn_++;
     out_.push(request::Open{conn_, std::move(launcher)});
     agent_hello(id);
@@ -466,8 +472,8 @@ class LocalMachine final : public backend::AgentMachine {
 }  // namespace
 
 CapabilitySet declared_capabilities() {
-  return CapabilitySet{Capability::NetworkPolicy, Capability::Filesystem, Capability::Streaming,
-                       Capability::Stdin};
+  return CapabilitySet{Capability::NetworkPolicy, Capability::NetworkAllowList,
+                       Capability::Filesystem, Capability::Streaming, Capability::Stdin};
 }
 
 std::unique_ptr<Machine> make_machine(Config config) {

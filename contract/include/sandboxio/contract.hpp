@@ -118,9 +118,20 @@ struct Target {
   /// False where run_code's python is not CPython (fake:// interprets a subset): the rows
   /// that define classes with _repr_*_ methods are skipped there.
   bool full_python = true;
+  /// A command that fetches `url` (http://) the way ordinary programs do, through the proxy
+  /// variables of the sandbox's environment, prints the body and exits 0, or exits nonzero.
+  /// Empty skips the allow-list rows.
+  std::function<std::vector<std::string>(const std::string& url)> fetch_probe{};
+  /// A command that exits 0 only if `name` resolved inside the sandbox.
+  std::function<std::vector<std::string>(const std::string& name)> resolve_probe{};
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
   std::function<std::vector<std::string>()> live_sandboxes{};
 };
+
+/// Target::fetch_probe for images with python3 (urllib honours the proxy variables).
+[[nodiscard]] std::vector<std::string> python_fetch(const std::string& url);
+/// Target::resolve_probe for images with python3.
+[[nodiscard]] std::vector<std::string> python_resolve(const std::string& name);
 
 /// Thrown by a case whose expectation does not hold.
 class CaseFailure : public std::runtime_error {

@@ -38,12 +38,28 @@ enum class Operation : std::uint8_t {
   RemoveManaged,
   Pause,   // backend-specific (e2b://)
   Resume,  // backend-specific (e2b://)
+  Egress,  // a connection a program in the sandbox made through the egress proxy
 };
 
 enum class Outcome : std::uint8_t { Ok, Failed, Timeout, Cancelled };
 
 [[nodiscard]] std::string_view to_string(Operation op) noexcept;
 [[nodiscard]] std::string_view to_string(Outcome outcome) noexcept;
+
+/// One connection a program in the sandbox made through the egress proxy. It never holds a
+/// path, a query or a header: only where it went, the decision, and byte counts.
+struct EgressAttempt {
+  std::string host{};  // as the client named it, normalised; empty when it named none
+  std::uint16_t port = 0;
+  std::string method{};  // "CONNECT", "GET"...
+  bool allowed = false;
+  /// Why it was refused, or why it failed after it was allowed; empty for a relayed one.
+  std::string reason{};
+  std::uint64_t bytes_out = 0;  // from the sandbox to the upstream (after the head)
+  std::uint64_t bytes_in = 0;   // from the upstream to the sandbox
+
+  friend bool operator==(const EgressAttempt&, const EgressAttempt&) = default;
+};
 
 struct OperationRecord {
   std::uint64_t sequence = 0;  // per sandbox, from 1
@@ -60,7 +76,8 @@ struct OperationRecord {
   IsolationTier tier{};
   std::optional<int> exit_code{};
   std::optional<Termination> termination{};
-  bool possible_orphan = false;  // teardown's grace expired
+  bool possible_orphan = false;           // teardown's grace expired
+  std::optional<EgressAttempt> egress{};  // Operation::Egress: the connection
   bool closed = false;
 
   friend bool operator==(const OperationRecord&, const OperationRecord&) = default;

@@ -25,7 +25,8 @@
 
 namespace sandboxio::agent {
 
-inline constexpr std::uint32_t kVersion = 3;  // 2: code contexts; 3: a read starts with its entry
+// 2: code contexts; 3: a read starts with its entry; 4: egress tunnels
+inline constexpr std::uint32_t kVersion = 4;
 inline constexpr std::size_t kHeaderSize = 9;
 /// The largest payload either side accepts; a bigger frame ends the session (SBX_E1803).
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;
@@ -38,6 +39,15 @@ inline constexpr std::string_view kSocketPath = "/.sandboxio/run/agent.sock";
 /// The output window a process starts with when the host gives none: the agent reads no more
 /// of its pipes than this many bytes ahead of the host's Credit.
 inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
+/// Channels with this bit set are the agent's to choose: the egress tunnels it opens. The
+/// host's own channels never have it.
+inline constexpr std::uint32_t kAgentChannel = 0x8000'0000u;
+/// The bytes either side of a tunnel may send ahead of the other's Credit.
+inline constexpr std::uint32_t kTunnelWindow = 256u << 10;
+/// The most tunnels the agent keeps open at once; a connection past them is closed at once.
+inline constexpr std::size_t kMaxTunnels = 128;
+/// Where the agent's egress proxy listens inside the sandbox when the host names no port.
+inline constexpr std::uint16_t kProxyPort = 3128;
 
 enum class Type : std::uint8_t {
   // host -> agent
@@ -58,21 +68,27 @@ enum class Type : std::uint8_t {
   ContextStart = 15,  // channel: ContextStart (the channel is the context's); Started or Failure
   RunCode = 16,       // channel: RunCode; Output..., CodeEvent..., then CodeDone
   ContextEnd = 17,    // channel: the context's; Done
+  EgressListen = 18,  // channel: EgressListen; Done (the port) or Failure
   // both directions
   FileData = 32,  // channel: raw bytes of a file
   FileEnd = 33,   // channel: the file's bytes are all sent
+  // A tunnel: a connection a program made to the agent's egress proxy (agent channels only).
+  TunnelData = 34,   // channel: raw bytes of the connection; Credit answers them
+  TunnelEnd = 35,    // channel: the sender's side ended (the agent: EOF; the host: half-close)
+  TunnelClose = 36,  // channel: the sender has dropped the tunnel; nothing more either way
   // agent -> host
-  Welcome = 64,    // session: Welcome
-  Started = 65,    // channel: Started
-  Output = 66,     // channel: Output
-  Exit = 67,       // channel: Exit (the last frame of a process)
-  Done = 68,       // channel: Done
-  Failure = 69,    // channel: Failure (channel 0: the session failed)
-  Entries = 70,    // channel: Entries
-  Pong = 71,       // session: Ping (the nonce back)
-  Log = 72,        // session: a diagnostic line from the agent
-  CodeEvent = 73,  // channel: CodeEvent (a cell's value or exception)
-  CodeDone = 74,   // channel: CodeDone (the last frame of a cell)
+  Welcome = 64,     // session: Welcome
+  Started = 65,     // channel: Started
+  Output = 66,      // channel: Output
+  Exit = 67,        // channel: Exit (the last frame of a process)
+  Done = 68,        // channel: Done
+  Failure = 69,     // channel: Failure (channel 0: the session failed)
+  Entries = 70,     // channel: Entries
+  Pong = 71,        // session: Ping (the nonce back)
+  Log = 72,         // session: a diagnostic line from the agent
+  CodeEvent = 73,   // channel: CodeEvent (a cell's value or exception)
+  CodeDone = 74,    // channel: CodeDone (the last frame of a cell)
+  TunnelOpen = 75,  // channel (an agent channel): a program connected to the egress proxy
 };
 
 [[nodiscard]] std::string_view to_string(Type t) noexcept;
@@ -298,6 +314,21 @@ struct CodeDone {
   std::string message{};
   [[nodiscard]] std::string encode() const;
   [[nodiscard]] static Result<CodeDone> decode(std::string_view payload);
+};
+
+// ---- egress tunnels ----
+// With EgressListen the host asks the agent to listen on 127.0.0.1:PORT inside the sandbox.
+// Each connection made there becomes a tunnel on a channel the agent chooses (kAgentChannel
+// set): TunnelOpen, then TunnelData and TunnelEnd both ways, each side sending at most
+// kTunnelWindow bytes ahead of the other's Credit, until both ends ended or either side sent
+// TunnelClose. The agent relays bytes and never reads them: the host parses the request,
+// checks the policy and connects. The tunnels belong to the session that asked; they end
+// with it.
+
+struct EgressListen {
+  std::uint16_t port = kProxyPort;
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<EgressListen> decode(std::string_view payload);
 };
 
 struct Ping {

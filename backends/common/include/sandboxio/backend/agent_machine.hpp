@@ -16,6 +16,13 @@
 // A cell's timeout or cancel interrupts it (Signal SIGINT: what it started is killed and
 // KeyboardInterrupt raised); a cell that has not stopped kInterruptGrace later gets its
 // context restarted (Signal SIGKILL), and the result says so.
+//
+// Egress (agent_egress.cpp): with an allow list, or in learning mode, the sandbox's env points
+// HTTP(S)_PROXY at the agent's loopback proxy (EgressListen after the Welcome; the create
+// completes once it listens). Each connection there is a tunnel on an agent channel, run
+// through an EgressTunnel: the head is parsed and checked here, the upstream opened by the
+// transport (it resolves the name, never the sandbox), bytes relayed under both sides'
+// credit, and each tunnel ends in an Operation::Egress record.
 #pragma once
 
 #include <chrono>
@@ -24,6 +31,7 @@
 #include <set>
 
 #include "sandboxio/backend/core.hpp"
+#include "sandboxio/backend/egress.hpp"
 #include "sandboxio/backend/http_exchanges.hpp"
 #include "sandboxio/codec/agent.hpp"
 
@@ -51,6 +59,10 @@ class AgentMachine : public HttpMachine<AgentOpState> {
  public:
   /// Stream output taken by its consumer: the agent gets the credit back.
   void handle_consumed(OpId id, std::size_t bytes, Instant now) override;
+  void handle_connected(ConnId id, Instant now) override {
+    if (egress_conn(id)) return egress_connected(id, now);
+    HttpMachine::handle_connected(id, now);
+  }
 
  protected:
   AgentMachine(std::string scheme, IsolationTier tier, std::string peer)
@@ -73,6 +85,7 @@ class AgentMachine : public HttpMachine<AgentOpState> {
       Code,     // RunCode: a cell
       Ignore,   // what comes on it is of no interest (ContextEnd's Done)
       Probe,    // ReadFile for the machine itself (agent_probe), not for a caller
+      Egress,   // EgressListen: the create waits for it
     } kind = Kind::Command;
     OpId op = 0;
     std::string path{};
@@ -82,6 +95,8 @@ class AgentMachine : public HttpMachine<AgentOpState> {
     /// Probe: called once with the file's first kProbeLimit bytes, or nullopt when it could
     /// not be read (or the session ended).
     std::function<void(std::optional<Bytes>, Instant)> probe{};
+    /// Egress: what follows once the proxy listens (or could not).
+    std::function<void(Instant)> then{};
   };
   static constexpr std::size_t kProbeLimit = 64 * 1024;
 
@@ -141,6 +156,26 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   /// Ends a command the way a finished one ends: cancelled, or Done with its result.
   void finish_command(OpId id, ExecResult result, Instant now);
 
+  // ---- egress ----
+  /// Upstream connections of egress tunnels are numbered from here, apart from the backend's.
+  static constexpr ConnId kEgressConn = 0x4000'0000;
+  /// The options a create goes on with: with an allow list (or learning), the proxy variables
+  /// join the sandbox's environment (unless it sets them itself), and the Welcome is followed
+  /// by EgressListen. Call before adopt().
+  CreateOptions egress_setup(CreateOptions options);
+  [[nodiscard]] static bool egress_conn(ConnId id) { return id >= kEgressConn; }
+  /// True when this sandbox has the proxy: each new session asks for the listener with
+  /// egress_listen() before it serves (the tunnels are the asking session's).
+  [[nodiscard]] bool egress_wanted() const { return egress_policy_.has_value(); }
+  /// EgressListen on the session agent_conn() names now; `then` runs once it listens (or
+  /// could not: a warning says so, and nothing can leave).
+  void egress_listen(std::function<void(Instant)> then);
+  void egress_connected(ConnId id, Instant now);
+  void egress_connect_failed(ConnId id, const Problem& problem, Instant now);
+  /// Upstream bytes, taken as far as the agent's window allows (the rest waits: backpressure).
+  std::size_t egress_bytes(ConnId id, std::string_view data, Instant now);
+  void egress_eof(ConnId id, Instant now);
+
   agent::Welcome welcome_{};
   bool agent_ready_ = false;  // the Welcome arrived: commands and files go to the agent
   OpId agent_create_ = 0;     // the create waiting for the Welcome
@@ -163,6 +198,28 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   /// The agent says a context is gone: its create_context() id no longer names it.
   void forget_context(std::uint32_t channel);
 
+  struct HostTunnel {
+    EgressTunnel tunnel;
+    Instant started{};
+    ConnId conn = 0;  // the upstream, once asked for
+    bool connected = false;
+    Bytes held{};  // the client's bytes the tunnel could not take yet (connecting)
+    std::uint64_t agent_credit = agent::kTunnelWindow;  // bytes the agent will still take
+    bool sent_end = false, got_end = false;
+  };
+  void egress_frame(agent::Frame& f, Instant now);
+  void egress_listened(const agent::Frame& f, AgentCall& call, Instant now);
+  void egress_apply(std::uint32_t channel, EgressTunnel::Step step, Instant now);
+  void egress_feed(std::uint32_t channel, Instant now);
+  void egress_finish(std::uint32_t channel, Instant now, const std::string& why = {});
+  /// Every tunnel ends (the session did).
+  void egress_lost(Instant now);
+
+  std::optional<NetworkPolicy> egress_policy_{};  // set when the sandbox has the proxy
+  bool egress_listening_ = false;
+  std::map<std::uint32_t, HostTunnel> tunnels_{};
+  std::map<ConnId, std::uint32_t> egress_conns_{};
+  ConnId next_egress_ = kEgressConn;
   std::set<std::uint32_t> agent_killing_{};  // commands told to die, their Exit not yet here
   std::set<std::uint32_t> held_channels_{};  // commands started meanwhile: their frames wait
   std::vector<Bytes> held_{};                // ... in order

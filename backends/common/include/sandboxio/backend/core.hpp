@@ -139,12 +139,7 @@ class MachineCore : public Machine {
     const OpId id = ++next_op_;
     Op op{};
     op.started = now;
-    op.record.sequence = ++sequence_;
-    op.record.backend = scheme_;
-    op.record.sandbox_id = sandbox_id_;
-    op.record.operation = operation;
-    op.record.tier = tier_;
-    op.record.network_policy = (options_ ? options_->network : NetworkPolicy{}).describe();
+    op.record = new_record(operation);
     if (options_ && options_->audit.capture_commands && !command.empty())
       op.record.command = std::move(command);
     op.deadline = now + std::chrono::duration_cast<Instant::duration>(limits_.operation_timeout);
@@ -256,6 +251,29 @@ class MachineCore : public Machine {
   }
 
   void warn(Problem problem) { out_.push(event::Warning{std::move(problem)}); }
+
+  /// A record numbered and labelled like an operation's (sandbox, tier, policy).
+  [[nodiscard]] OperationRecord new_record(Operation operation) {
+    OperationRecord record;
+    record.sequence = ++sequence_;
+    record.backend = scheme_;
+    record.sandbox_id = sandbox_id_;
+    record.operation = operation;
+    record.tier = tier_;
+    record.network_policy = (options_ ? options_->network : NetworkPolicy{}).describe();
+    return record;
+  }
+  /// Closes and emits a record of something nobody submitted (an egress connection a program
+  /// in the sandbox made), from `started` to `now`.
+  void emit_record(OperationRecord record, Instant started, Instant now, Outcome outcome,
+                   const std::optional<Problem>& problem) {
+    if (problem) {
+      record.error_code = static_cast<int>(problem->code);
+      record.error_detail = problem->detail;
+    }
+    sandboxio::close_record(record, outcome, now - started, redactor_);
+    out_.push(event::Record{std::move(record), started});
+  }
 
   Outbox out_{};
   bool gone_ = false;  // the sandbox is known to be gone (killed, reaped, its lifetime ended)

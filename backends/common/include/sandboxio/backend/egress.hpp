@@ -22,19 +22,12 @@
 
 #include "sandboxio/codec/proxy.hpp"
 #include "sandboxio/network_policy.hpp"
+#include "sandboxio/record.hpp"
 
 namespace sandboxio::backend {
 
-struct EgressAttempt {
-  std::string host{};  // as the client named it, normalised; empty when it named none
-  std::uint16_t port = 0;
-  std::string method{};  // "CONNECT", "GET"...
-  bool allowed = false;
-  /// Why it was refused, or why it failed after it was allowed; empty for a relayed one.
-  std::string reason{};
-  std::uint64_t bytes_out = 0;  // from the sandbox to the upstream (after the head)
-  std::uint64_t bytes_in = 0;   // from the upstream to the sandbox
-};
+/// What one connection did, for its record (sandboxio/record.hpp).
+using sandboxio::EgressAttempt;
 
 class EgressTunnel {
  public:
