@@ -24,7 +24,9 @@
 //   sandboxio_bench_docker [--short] [--rounds N] [--runs N] [--mib N] [--file-mib N]
 //                          [--concurrent K] [--image IMAGE] [--json FILE] [--only SCENARIO]
 //   sandboxio_bench_docker --concurrent-child asio|threads K IMAGE     (one measured process)
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -56,6 +58,55 @@
 namespace {
 
 using namespace sandboxio::bench;
+
+// ---- egress: a web server on this machine's loopback that answers every GET with `size`
+// bytes (the bench's peer for downloads through the agent's proxy) ----
+class Blob {
+ public:
+  explicit Blob(std::size_t size) : body_(size, 'e') {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0)
+      throw std::runtime_error("the egress bench's server cannot listen");
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0; ::close(c)) {
+        std::string head;
+        char buf[4096];
+        while (head.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          head.append(buf, static_cast<std::size_t>(n));
+        }
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
+            "\r\nConnection: close\r\n\r\n";
+        (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+        for (std::string_view rest = body_; !rest.empty();) {
+          const ssize_t n = ::send(c, rest.data(), rest.size(), MSG_NOSIGNAL);
+          if (n <= 0) break;
+          rest.remove_prefix(static_cast<std::size_t>(n));
+        }
+      }
+    });
+  }
+  ~Blob() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
 
 // ---- bubblewrap alone: local://'s launcher with PROGRAM in place of the agent ----
 std::string bwrap_command(const std::string& program) {
@@ -580,6 +631,32 @@ int main(int argc, char** argv) {
   }
   ::unlink((local + ".in").c_str());
   ::unlink((local + ".out").c_str());
+
+  // Egress: curl downloading from this machine's loopback, on the host directly and in a
+  // local:// sandbox through the agent's proxy (allowed by address; --noproxy '' keeps curl
+  // from treating 127.0.0.1 as the sandbox's own).
+  if (want("egress") && sbl) {
+    Blob blob(o.file_mib << 20);
+    const std::string url = "http://127.0.0.1:" + std::to_string(blob.port()) + "/blob";
+    sandboxio::CreateOptions allowed;
+    allowed.network =
+        sandboxio::NetworkPolicy::allowing({"127.0.0.1:" + std::to_string(blob.port())});
+    auto sbe = sandboxio::sync::Sandbox::create("local://", allowed);
+    std::cerr << "egress: " << o.runs << " downloads of " << o.file_mib << " MiB\n";
+    for (int r = 0; r < o.runs; ++r) {
+      auto t = Clock::now();
+      if (run_shell("curl -sSf -o /dev/null " + url) != 0)
+        std::cerr << "curl on the host: failed\n";
+      samples["egress_download_mib_s"]["curl on the host, direct"].push_back(
+          fmib / (ms_since(t) / 1000.0));
+      t = Clock::now();
+      const auto res = sbe.run({"curl", "--noproxy", "", "-sSf", "-o", "/dev/null", url});
+      if (!res.ok())
+        std::cerr << "curl in local:// through the proxy: " << res.stderr_bytes << "\n";
+      samples["egress_download_mib_s"]["curl in local:// through the proxy"].push_back(
+          fmib / (ms_since(t) / 1000.0));
+    }
+  }
 
   std::cerr << "concurrent: " << o.runs << " runs of " << o.concurrent << " sandboxes\n";
   const std::string self = shell_output("readlink -f /proc/" + std::to_string(::getpid()) + "/exe");

@@ -15,6 +15,7 @@ struct RunArgs {
   std::string backend;
   double timeout_seconds = 60;
   std::vector<std::string> allow;
+  bool learn = false;  // egress learning mode: refuse everything, print what was tried
   std::vector<std::string> env;
   std::vector<std::string> files;
   std::string routing, tool = "run", tenant = "*";

@@ -39,8 +39,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--backend,-b", run_args.backend, "DSN (default: the best available)");
   run_cmd->add_option("--timeout,-t", run_args.timeout_seconds, "seconds before it is killed")
       ->check(CLI::PositiveNumber);
-  repeatable(
-      run_cmd->add_option("--allow", run_args.allow, "a host the command may reach (repeatable)"));
+  auto* allow_opt =
+      run_cmd->add_option("--allow", run_args.allow, "a host the command may reach (repeatable)");
+  repeatable(allow_opt);
+  run_cmd
+      ->add_flag("--learn", run_args.learn,
+                 "refuse all egress and print the allow list of what the command tried")
+      ->excludes(allow_opt);
   repeatable(
       run_cmd->add_option("--env,-e", run_args.env, "NAME=VALUE for the command (repeatable)"));
   repeatable(run_cmd->add_option("--file,-f", run_args.files,

@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/routing.hpp"
+#include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace sandboxio::cli {
@@ -44,6 +45,27 @@ int shell_status(const ExecResult& r) {
   return 1;
 }
 
+/// What a learning run tried to reach, as an allow list to paste (stderr: stdout is the
+/// command's).
+void print_learned(const std::vector<std::string>& hosts) {
+  if (hosts.empty()) {
+    std::cerr << "sandboxio: learning mode: the command tried to reach no host through the "
+                 "proxy\n";
+    return;
+  }
+  std::cerr << "sandboxio: learning mode: the command tried to reach " << hosts.size()
+            << (hosts.size() == 1 ? " host" : " hosts") << " (all refused):\n";
+  for (const auto& h : hosts)
+    std::cerr << "  " << h << "\n";
+  std::cerr << "Allow them on the command line:\n ";
+  for (const auto& h : hosts)
+    std::cerr << " --allow " << h;
+  std::cerr << "\nor in a routing file's class:\n    network: [";
+  for (std::size_t i = 0; i < hosts.size(); ++i)
+    std::cerr << (i == 0 ? "" : ", ") << hosts[i];
+  std::cerr << "]\n";
+}
+
 }  // namespace
 
 int run(const RunArgs& a) {
@@ -64,6 +86,14 @@ int run(const RunArgs& a) {
                 << "\n";
   }
   if (!a.allow.empty()) options.network = NetworkPolicy::allowing(a.allow);
+  // Learning: every attempt is refused and recorded; the records are read once the sandbox
+  // has ended, so that every connection has closed into its record.
+  std::shared_ptr<QueueSink> learned;
+  if (a.learn) {
+    options.network = NetworkPolicy::learning();
+    learned = std::make_shared<QueueSink>();
+    options.audit.sink = learned;
+  }
   for (const auto& kv : a.env) {
     const std::size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -97,6 +127,11 @@ int run(const RunArgs& a) {
   c.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_seconds * 1000));
   if (a.json) {
     const ExecResult r = sb.run(c);
+    std::vector<std::string> hosts;
+    if (learned) {
+      sb.kill();
+      hosts = learned_allow_list(learned->drain());
+    }
     JsonWriter w;
     w.begin_object();
     w.key("backend").value(sb.info().backend);
@@ -113,6 +148,12 @@ int run(const RunArgs& a) {
             std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count()));
     w.key("stdout").value(r.stdout_bytes);
     w.key("stderr").value(r.stderr_bytes);
+    if (learned) {
+      w.key("learned_allow_list").begin_array();
+      for (const auto& h : hosts)
+        w.value(h);
+      w.end_array();
+    }
     w.end_object();
     std::cout << w.str() << "\n";
     return g_interrupted ? 130 : shell_status(r);
@@ -126,6 +167,10 @@ int run(const RunArgs& a) {
     }
   }
   const ExecResult r = p.wait();
+  if (learned) {
+    sb.kill();
+    print_learned(learned_allow_list(learned->drain()));
+  }
   if (r.termination == Termination::Timeout)
     std::cerr << "sandboxio: the command was killed at its timeout (" << a.timeout_seconds
               << " s)\n";

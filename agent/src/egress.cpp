@@ -96,8 +96,10 @@ bool Agent::tunnel_frame(Key key, Frame& f) {
   Tunnel& t = it->second;
   switch (f.type) {
     case Type::TunnelData:
-      if (t.host_ended || t.to_client.size() + f.payload.size() > 2 * agent::kTunnelWindow) {
-        drop_tunnel(key, true);  // past the window: a host that does not keep the protocol
+      // Credit is given back only for bytes written, so a host that keeps the protocol never
+      // has more than the window waiting here: past it, the tunnel ends (memory stays bounded).
+      if (t.host_ended || t.to_client.size() + f.payload.size() > agent::kTunnelWindow) {
+        drop_tunnel(key, true);
         return true;
       }
       t.to_client += f.payload;

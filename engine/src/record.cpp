@@ -1,5 +1,7 @@
 #include "sandboxio/record.hpp"
 
+#include <algorithm>
+
 #include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/errors.hpp"
 
@@ -59,6 +61,17 @@ std::string_view to_string(Outcome outcome) noexcept {
       return "cancelled";
   }
   return "unknown";
+}
+
+std::vector<std::string> learned_allow_list(const std::vector<OperationRecord>& records) {
+  std::vector<std::string> hosts;
+  for (const OperationRecord& r : records) {
+    if (!r.egress || r.egress->host.empty()) continue;
+    hosts.push_back(r.egress->host + ":" + std::to_string(r.egress->port));
+  }
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  return hosts;
 }
 
 void close_record(OperationRecord& record, Outcome outcome, std::chrono::nanoseconds duration,

@@ -106,7 +106,11 @@ class Reader {
     }
     if (const auto net = n["network"]) {
       if (net.IsScalar()) {
-        if (net.Scalar() != "deny") fail(net, "network must be \"deny\" or a list of hosts");
+        if (net.Scalar() == "learn") {
+          c.network = NetworkPolicy::learning();
+        } else if (net.Scalar() != "deny") {
+          fail(net, "network must be \"deny\", \"learn\" or a list of hosts");
+        }
       } else if (net.IsSequence()) {
         std::vector<std::string> hosts;
         for (const auto& h : net)
@@ -114,7 +118,7 @@ class Reader {
         if (hosts.empty()) fail(net, "an empty allow list: write \"deny\" instead");
         c.network = NetworkPolicy::allowing(std::move(hosts));
       } else {
-        fail(net, "network must be \"deny\" or a list of hosts");
+        fail(net, "network must be \"deny\", \"learn\" or a list of hosts");
       }
     }
     if (const auto r = n["resources"]) {

@@ -2,10 +2,13 @@
 // a host drives it: on this machine as a child process (a subreaper, not PID 1), and as PID 1
 // of containers through `docker run -i` (the python image, busybox, and an image holding
 // nothing but the agent). Every wait here is for a frame, never a sleep.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -360,6 +363,96 @@ TEST_P(AgentTest, HandshakeSaysVersionAndWhatTheImageHas) {
   auto pong = c->next_on(0);
   ASSERT_TRUE(pong && pong->type == Type::Pong);
   EXPECT_EQ(agent::Ping::decode(pong->payload).value().nonce, 42u);
+}
+
+/// A TCP port on 127.0.0.1 nobody listens on now.
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int connect_loopback(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
+TEST_P(AgentTest, TunnelsRelayBytesBothWaysUnderCreditAndEndCleanly) {
+  if (in_container())
+    GTEST_SKIP() << "the proxy listens on the container's own loopback: the contract suite's "
+                    "network.allow_list reaches it from inside";
+  auto c = launch();
+  const std::uint16_t port = free_port();
+  c->send(Type::EgressListen, 9, agent::EgressListen{port}.encode());
+  auto listening = c->next_on(9);
+  ASSERT_TRUE(listening && listening->type == Type::Done);
+
+  // One connection: a tunnel on an agent channel, bytes both ways, each end passed on.
+  const int s = connect_loopback(port);
+  auto open = c->next();
+  ASSERT_TRUE(open && open->type == Type::TunnelOpen);
+  const std::uint32_t ch = open->channel;
+  EXPECT_NE(ch & agent::kAgentChannel, 0u);
+  const std::string head = "CONNECT x:1 HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::write(s, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+  std::string up;
+  while (up.size() < head.size()) {
+    auto d = c->next_on(ch);
+    ASSERT_TRUE(d && d->type == Type::TunnelData);
+    up += d->payload;
+  }
+  EXPECT_EQ(up, head);  // relayed as it came, never parsed
+  c->send(Type::TunnelData, ch, "reply");
+  char buf[64];
+  ASSERT_EQ(::read(s, buf, sizeof buf), 5);
+  auto credit = c->next_on(ch);
+  ASSERT_TRUE(credit && credit->type == Type::Credit) << "written bytes are credited back";
+  EXPECT_EQ(agent::Credit::decode(credit->payload).value().bytes, 5u);
+  ::shutdown(s, SHUT_WR);
+  auto end = c->next_on(ch);
+  ASSERT_TRUE(end && end->type == Type::TunnelEnd);
+  c->send(Type::TunnelEnd, ch);
+  EXPECT_EQ(::read(s, buf, sizeof buf), 0) << "the host's end is the program's EOF";
+  ::close(s);
+
+  // The agent reads a program's bytes only as far as the host's credit goes.
+  const int flood = connect_loopback(port);
+  auto open2 = c->next();
+  ASSERT_TRUE(open2 && open2->type == Type::TunnelOpen);
+  const std::uint32_t ch2 = open2->channel;
+  ::fcntl(flood, F_SETFL, O_NONBLOCK);
+  const std::string block(1 << 20, 'f');
+  std::size_t written = 0;
+  for (int i = 0; i < 64; ++i) {
+    const ssize_t n = ::write(flood, block.data(), block.size());
+    if (n > 0) written += static_cast<std::size_t>(n);
+  }
+  ASSERT_GT(written, std::size_t{agent::kTunnelWindow});
+  std::size_t relayed = 0;
+  while (relayed < agent::kTunnelWindow) {
+    auto d = c->next_on(ch2, 5s);
+    ASSERT_TRUE(d && d->type == Type::TunnelData);
+    relayed += d->payload.size();
+  }
+  EXPECT_EQ(relayed, std::size_t{agent::kTunnelWindow});
+  EXPECT_FALSE(c->next_on(ch2, 300ms).has_value()) << "more than the credit was relayed";
+  c->send(Type::Credit, ch2, agent::Credit{4096}.encode());
+  auto more = c->next_on(ch2);
+  ASSERT_TRUE(more && more->type == Type::TunnelData);
+  EXPECT_LE(more->payload.size(), 4096u);
+
+  ::close(flood);
 }
 
 TEST_P(AgentTest, ExitCodesAndSignalsAreWhatWaitpidSaid) {

@@ -33,6 +33,7 @@
 #include "sandboxio/fake_agent.hpp"
 #include "sandboxio/local.hpp"
 #include "sandboxio/sim.hpp"
+#include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -522,6 +523,77 @@ TEST(Local, EgressIsDeniedAControlRunSharingTheNetworkReachesTheCanary) {
   const std::string out = capture(command);
   EXPECT_EQ(out, "reached\n") << command;
   EXPECT_EQ(canary.accepted(), 1);
+}
+
+TEST(Local, EgressRelaysLargeBodiesAndRecordsEachConnectionWithoutItsPath) {
+  SBX_REQUIRE_LOCAL();
+  constexpr std::size_t kBig = std::size_t{32} << 20;
+  sandboxio::contract::HttpCanary canary(kBig);
+  const std::string host = "canary.sandboxio.test";
+  const std::string port = std::to_string(canary.port());
+  auto sink = std::make_shared<sandboxio::QueueSink>();
+  sandboxio::CreateOptions o;
+  o.network = sandboxio::NetworkPolicy::allowing({host + ":" + port});
+  o.network.pinned = {{host, "127.0.0.1"}};
+  o.audit.sink = sink;
+  auto sb = sandboxio::sync::Sandbox::create("local://", o);
+  // 32 MiB through the tunnel (eight times both windows), under both sides' credit, byte for byte.
+  auto r = sb.run(
+      sandboxio::contract::python_fetch("http://" + host + ":" + port + "/big?token=s3cr3t-q"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  ASSERT_EQ(r.stdout_bytes.size(), canary.body().size() + kBig);
+  EXPECT_EQ(r.stdout_bytes.substr(0, canary.body().size()), canary.body());
+  EXPECT_EQ(r.stdout_bytes.find_first_not_of('x', canary.body().size()), std::string::npos);
+  r = sb.run(sandboxio::contract::python_fetch("http://elsewhere.sandboxio.test/denied-path"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_bytes.find("403"), std::string::npos) << r.stderr_bytes;
+  sb.kill();  // every connection has closed into its record
+  std::vector<sandboxio::OperationRecord> egress;
+  for (auto& rec : sink->drain()) {
+    if (rec.operation != sandboxio::Operation::Egress) continue;
+    const std::string line = sandboxio::to_json_line(rec);
+    EXPECT_EQ(line.find("s3cr3t-q"), std::string::npos) << line;
+    EXPECT_EQ(line.find("/big"), std::string::npos) << line;
+    EXPECT_EQ(line.find("denied-path"), std::string::npos) << line;
+    egress.push_back(std::move(rec));
+  }
+  ASSERT_EQ(egress.size(), 2u);
+  const auto& allowed = egress[0].egress->allowed ? egress[0] : egress[1];
+  const auto& denied = egress[0].egress->allowed ? egress[1] : egress[0];
+  EXPECT_EQ(allowed.egress->host, host);
+  EXPECT_EQ(std::to_string(allowed.egress->port), port);
+  EXPECT_EQ(allowed.egress->method, "GET");
+  EXPECT_GE(allowed.egress->bytes_in, kBig);
+  EXPECT_EQ(allowed.outcome, sandboxio::Outcome::Ok);
+  EXPECT_FALSE(denied.egress->allowed);
+  EXPECT_EQ(denied.egress->host, "elsewhere.sandboxio.test");
+  EXPECT_EQ(denied.egress->port, 80);
+  EXPECT_EQ(denied.error_code, static_cast<int>(sandboxio::errc::EgressDenied));
+  EXPECT_EQ(denied.egress->bytes_in, 0u);
+  EXPECT_EQ(canary.requests(), 1);
+  EXPECT_EQ(
+      sandboxio::learned_allow_list(egress),
+      (std::vector<std::string>{"canary.sandboxio.test:" + port, "elsewhere.sandboxio.test:80"}));
+}
+
+TEST(Local, LearningModeRefusesEverythingAndRecordsWhatWasTried) {
+  SBX_REQUIRE_LOCAL();
+  sandboxio::contract::HttpCanary canary;
+  auto sink = std::make_shared<sandboxio::QueueSink>();
+  sandboxio::CreateOptions o;
+  o.network = sandboxio::NetworkPolicy::learning();
+  o.network.pinned = {{"canary.sandboxio.test", "127.0.0.1"}};
+  o.audit.sink = sink;
+  auto sb = sandboxio::sync::Sandbox::create("local://", o);
+  EXPECT_EQ(sb.info().network.describe(), "learn");
+  const auto r = sb.run(sandboxio::contract::python_fetch(
+      "http://canary.sandboxio.test:" + std::to_string(canary.port()) + "/"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_bytes.find("403"), std::string::npos) << r.stderr_bytes;
+  sb.kill();
+  EXPECT_EQ(canary.requests(), 0);  // learning lets nothing out, not even a pinned name
+  EXPECT_EQ(sandboxio::learned_allow_list(sink->drain()),
+            std::vector<std::string>{"canary.sandboxio.test:" + std::to_string(canary.port())});
 }
 
 /// In a sandbox of `dsn`: a command's timeout kills its whole tree.

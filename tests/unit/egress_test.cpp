@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "sandboxio/backend/egress.hpp"
+#include "sandboxio/codec/agent.hpp"
+#include "sandboxio/machine.hpp"
 
 namespace {
 
@@ -116,6 +118,70 @@ TEST(EgressTunnel, AClientThatFloodsBeforeTheUpstreamIsUpIsHeldBackNotBuffered) 
   auto s = t.upstream_connected();
   EXPECT_EQ(s.to_upstream.size(), EgressTunnel::kMaxPending);
   EXPECT_EQ(t.from_client(flood).used, flood.size()) << "once open, bytes flow";
+}
+
+TEST(NetworkPolicy, LearningDeniesEverythingTakesNoAllowListAndNeedsAProxy) {
+  const auto learn = NetworkPolicy::learning();
+  EXPECT_TRUE(learn.denies_all());
+  EXPECT_TRUE(learn.needs_proxy());
+  EXPECT_EQ(learn.describe(), "learn");
+  EXPECT_TRUE(learn.validate());
+  EXPECT_FALSE(NetworkPolicy::deny_all().needs_proxy());
+  auto both = NetworkPolicy::allowing({"pypi.org"});
+  both.learn = true;
+  EXPECT_EQ(both.validate().problem().code, sandboxio::errc::InvalidCreateOptions);
+  // A backend with no allow lists refuses learning too: it could record nothing.
+  sandboxio::CreateOptions o;
+  o.network = learn;
+  const auto refused =
+      sandboxio::admit_create("fake", sandboxio::IsolationTier::Container,
+                              sandboxio::CapabilitySet{sandboxio::Capability::NetworkPolicy}, o);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code, sandboxio::errc::PolicyUnenforceable);
+}
+
+TEST(NetworkPolicy, PinnedNamesAreExactNamesToAddresses) {
+  auto p = NetworkPolicy::allowing({"canary.test"});
+  p.pinned = {{"canary.test", "127.0.0.1"}, {"v6.canary.test", "::1"}};
+  EXPECT_TRUE(p.validate());
+  for (const auto& [name, address] :
+       std::vector<std::pair<std::string, std::string>>{{"*.canary.test", "127.0.0.1"},
+                                                        {"canary.test:80", "127.0.0.1"},
+                                                        {"canary.test", "localhost"},
+                                                        {"canary.test", ""},
+                                                        {"canary.test", "127.0.0.1; rm -rf /"}}) {
+    auto bad = NetworkPolicy::allowing({"canary.test"});
+    bad.pinned = {{name, address}};
+    EXPECT_EQ(bad.validate().problem().code, sandboxio::errc::InvalidCreateOptions)
+        << name << address;
+  }
+}
+
+TEST(EgressRecord, RendersWhereItWentAndTheLearnedListIsSortedAndUnique) {
+  sandboxio::OperationRecord r;
+  r.operation = sandboxio::Operation::Egress;
+  r.egress = sandboxio::EgressAttempt{"pypi.org", 443, "CONNECT", false, "not listed", 10, 0};
+  const std::string line = sandboxio::to_json_line(r);
+  EXPECT_NE(line.find(R"("operation":"egress")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("egress":{"host":"pypi.org","port":443,"method":"CONNECT",)"
+                      R"("allowed":false,"reason":"not listed","bytes_out":10,"bytes_in":0})"),
+            std::string::npos)
+      << line;
+  auto other = r;
+  other.egress->host = "files.pythonhosted.org";
+  auto plain = r;
+  plain.egress.reset();
+  EXPECT_EQ(sandboxio::learned_allow_list({r, other, r, plain}),
+            (std::vector<std::string>{"files.pythonhosted.org:443", "pypi.org:443"}));
+}
+
+TEST(AgentCodec, EgressListenCarriesAPortAndRefusesZero) {
+  namespace agent = sandboxio::agent;
+  const auto wire = agent::EgressListen{8080}.encode();
+  EXPECT_EQ(agent::EgressListen::decode(wire).value().port, 8080);
+  EXPECT_FALSE(agent::EgressListen::decode(agent::EgressListen{0}.encode()));
+  EXPECT_FALSE(agent::EgressListen::decode(wire + "x"));
+  EXPECT_EQ(agent::to_string(agent::Type::TunnelOpen), "TunnelOpen");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 // makes one test per case.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "sandboxio/link.hpp"
@@ -126,6 +128,29 @@ struct Target {
   std::function<std::vector<std::string>(const std::string& name)> resolve_probe{};
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
   std::function<std::vector<std::string>()> live_sandboxes{};
+};
+
+/// A canary web server on this machine's loopback: every request gets body() (plus `extra`
+/// bytes of 'x' when it asks for /big), and each one is counted. The allow-list rows reach it
+/// by a name only the test resolves (a pinned name), so no test sends anything anywhere but
+/// loopback.
+class HttpCanary {
+ public:
+  explicit HttpCanary(std::size_t extra = 0);
+  HttpCanary(const HttpCanary&) = delete;
+  HttpCanary& operator=(const HttpCanary&) = delete;
+  ~HttpCanary();
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int requests() const { return requests_; }
+  [[nodiscard]] const std::string& body() const { return body_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::size_t big_ = 0;
+  std::string body_;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
 };
 
 /// Target::fetch_probe for images with python3 (urllib honours the proxy variables).

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sandboxio/exec_result.hpp"
 #include "sandboxio/isolation.hpp"
@@ -82,6 +83,11 @@ struct OperationRecord {
 
   friend bool operator==(const OperationRecord&, const OperationRecord&) = default;
 };
+
+/// What a run in learning mode tried to reach: the "host:port" of every egress record, sorted,
+/// each once; paste-ready for NetworkPolicy::allowing() or a routing file's `network`.
+[[nodiscard]] std::vector<std::string> learned_allow_list(
+    const std::vector<OperationRecord>& records);
 
 /// Closes a record: sets outcome and duration and redacts every free-text field. Closing twice
 /// does nothing the second time (the record is redacted exactly once).

@@ -43,7 +43,7 @@ inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
 /// host's own channels never have it.
 inline constexpr std::uint32_t kAgentChannel = 0x8000'0000u;
 /// The bytes either side of a tunnel may send ahead of the other's Credit.
-inline constexpr std::uint32_t kTunnelWindow = 256u << 10;
+inline constexpr std::uint32_t kTunnelWindow = 1u << 20;
 /// The most tunnels the agent keeps open at once; a connection past them is closed at once.
 inline constexpr std::size_t kMaxTunnels = 128;
 /// Where the agent's egress proxy listens inside the sandbox when the host names no port.
