@@ -48,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       round_trip<RunCode>(f.payload);
       round_trip<CodeEvent>(f.payload);
       round_trip<CodeDone>(f.payload);
+      round_trip<EgressListen>(f.payload);
       if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize)
         std::abort();
       // The agent's one-copy output path writes exactly the frame the message would make.
