@@ -136,12 +136,14 @@ struct Kernel {
 struct Tunnel {
   int fd = -1;
   std::uint64_t credit = agent::kTunnelWindow;  // bytes the host will still take
-  std::string to_client{};                      // the host's bytes not yet written
-  std::uint64_t unacked = 0;                    // written since the last Credit we sent
-  bool client_ended = false;                    // EOF read: TunnelEnd sent
-  bool host_ended = false;                      // the host's TunnelEnd came
-  bool write_shut = false;                      // ... and was passed on (shutdown SHUT_WR)
-  bool broken = false;                          // the socket failed: TunnelClose
+  std::string to_client{};                      // the host's bytes, from `sent` on not written
+  std::size_t sent = 0;
+  std::uint64_t unacked = 0;  // written since the last Credit we sent
+  bool client_ended = false;  // EOF read: TunnelEnd sent
+  bool host_ended = false;    // the host's TunnelEnd came
+  bool write_shut = false;    // ... and was passed on (shutdown SHUT_WR)
+  bool broken = false;        // the socket failed: TunnelClose
+  [[nodiscard]] std::size_t waiting() const { return to_client.size() - sent; }
 };
 
 /// Who commands run as, and files are opened as, when the agent itself stays root.

@@ -98,11 +98,16 @@ bool Agent::tunnel_frame(Key key, Frame& f) {
     case Type::TunnelData:
       // Credit is given back only for bytes written, so a host that keeps the protocol never
       // has more than the window waiting here: past it, the tunnel ends (memory stays bounded).
-      if (t.host_ended || t.to_client.size() + f.payload.size() > agent::kTunnelWindow) {
+      if (t.host_ended || t.waiting() + f.payload.size() > agent::kTunnelWindow) {
         drop_tunnel(key, true);
         return true;
       }
-      t.to_client += f.payload;
+      if (t.waiting() == 0) {
+        t.to_client = std::move(f.payload);  // the usual case: no copy
+        t.sent = 0;
+      } else {
+        t.to_client += f.payload;
+      }
       return true;
     case Type::TunnelEnd:
       t.host_ended = true;
@@ -126,25 +131,29 @@ void Agent::pump_tunnels() {
   std::vector<Key> finished;
   for (auto& [key, t] : tunnels_) {
     // To the program: what the host sent, then the host's end as ours.
-    while (!t.to_client.empty()) {
-      const ssize_t n = ::send(t.fd, t.to_client.data(), t.to_client.size(), MSG_NOSIGNAL);
+    while (t.waiting() > 0) {
+      const ssize_t n = ::send(t.fd, t.to_client.data() + t.sent, t.waiting(), MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) break;
         t.broken = true;
         break;
       }
-      t.to_client.erase(0, static_cast<std::size_t>(n));
+      t.sent += static_cast<std::size_t>(n);
       t.unacked += static_cast<std::uint64_t>(n);
     }
     if (t.broken) {
       finished.push_back(key);
       continue;
     }
-    if (t.unacked >= agent::kTunnelWindow / 4 || (t.unacked > 0 && t.to_client.empty())) {
+    if (t.waiting() == 0) {
+      t.to_client.clear();
+      t.sent = 0;
+    }
+    if (t.unacked >= agent::kTunnelWindow / 4 || (t.unacked > 0 && t.waiting() == 0)) {
       send(Type::Credit, key, agent::Credit{static_cast<std::uint32_t>(t.unacked)}.encode());
       t.unacked = 0;
     }
-    if (t.host_ended && t.to_client.empty() && !t.write_shut) {
+    if (t.host_ended && t.waiting() == 0 && !t.write_shut) {
       ::shutdown(t.fd, SHUT_WR);
       t.write_shut = true;
     }
@@ -177,7 +186,7 @@ void Agent::poll_tunnels(std::vector<pollfd>& fds) const {
   for (const auto& [key, t] : tunnels_) {
     short events = 0;
     if (!t.client_ended && t.credit > 0 && room(key)) events |= POLLIN;
-    if (!t.to_client.empty()) events |= POLLOUT;
+    if (t.waiting() > 0) events |= POLLOUT;
     if (events != 0) fds.push_back({t.fd, events, 0});
   }
 }

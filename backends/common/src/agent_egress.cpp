@@ -81,6 +81,7 @@ void AgentMachine::egress_frame(agent::Frame& f, Instant now) {
       t.got_end = true;
       egress_feed(channel, now);
       if (!tunnels_.contains(channel) || !tunnels_.at(channel).held.empty()) return;
+      tunnels_.at(channel).end_passed = true;
       return egress_apply(channel, tunnels_.at(channel).tunnel.client_closed(), now);
     case Type::TunnelClose:
       t.got_end = true;
@@ -205,9 +206,12 @@ void AgentMachine::egress_connected(ConnId id, Instant now) {
   egress_apply(channel, t.tunnel.upstream_connected(), now);
   egress_feed(channel, now);  // what waited beyond the bound
   auto it = tunnels_.find(channel);
-  if (it != tunnels_.end() && it->second.got_end && it->second.held.empty() &&
-      it->second.tunnel.phase() == EgressTunnel::Phase::Open)
+  // The program's end came while its last bytes waited: it is passed on after them.
+  if (it != tunnels_.end() && it->second.got_end && !it->second.end_passed &&
+      it->second.held.empty() && it->second.tunnel.phase() == EgressTunnel::Phase::Open) {
+    it->second.end_passed = true;
     egress_apply(channel, it->second.tunnel.client_closed(), now);
+  }
 }
 
 void AgentMachine::egress_connect_failed(ConnId id, const Problem& problem, Instant now) {

@@ -206,6 +206,7 @@ class AgentMachine : public HttpMachine<AgentOpState> {
     Bytes held{};  // the client's bytes the tunnel could not take yet (connecting)
     std::uint64_t agent_credit = agent::kTunnelWindow;  // bytes the agent will still take
     bool sent_end = false, got_end = false;
+    bool end_passed = false;  // the program's end was given to the tunnel
   };
   void egress_frame(agent::Frame& f, Instant now);
   void egress_listened(const agent::Frame& f, AgentCall& call, Instant now);
