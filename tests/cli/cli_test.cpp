@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -266,6 +267,50 @@ TEST(Cli, RoutingCheckValidatesAndPointsAtTheLine) {
   auto doc = parse(p, cli({"routing", "check", "--json", dir + "/good.yaml"}).out);
   EXPECT_EQ(std::string_view(doc["default_class"]), "a");
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(Cli, RunLearnPrintsExactlyTheHostsTriedAsASnippetRoutingCheckAccepts) {
+  if (::access("/usr/bin/bwrap", X_OK) != 0)
+    GTEST_SKIP() << "*** no bubblewrap here: `sandboxio run --learn` is not tested (CI has it) ***";
+  // Three hosts, one of them twice, through the proxy the sandbox's environment names; every
+  // attempt is refused (learning), so nothing leaves this machine.
+  const std::string script =
+      "import os, socket\n"
+      "host, port = os.environ['https_proxy'].split('//')[1].split(':')\n"
+      "for target in ['pypi.org:443', 'files.pythonhosted.org:443', 'pypi.org:443',\n"
+      "               'example.com:80']:\n"
+      "    s = socket.create_connection((host, int(port)))\n"
+      "    s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, "
+      "target)).encode())\n"
+      "    print(s.recv(100).split(b'\\r\\n')[0].decode())\n";
+  const Ran r = cli({"run", "--learn", "-b", "local://", "--", "python3", "-c", script});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "HTTP/1.1 403 Forbidden\nHTTP/1.1 403 Forbidden\nHTTP/1.1 403 Forbidden\n"
+            "HTTP/1.1 403 Forbidden\n");
+  std::vector<std::string> listed;
+  std::string snippet;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  ", 0) == 0 && line.find("--allow") == std::string::npos &&
+        line.find("network:") == std::string::npos)
+      listed.push_back(line.substr(2));
+    if (line.find("network: [") != std::string::npos) snippet = line;
+  }
+  EXPECT_EQ(listed, (std::vector<std::string>{"example.com:80", "files.pythonhosted.org:443",
+                                              "pypi.org:443"}))
+      << r.err;
+  ASSERT_FALSE(snippet.empty()) << r.err;
+  const std::string file = "/tmp/sbx-learned-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(file) << "default_class: learned\nclasses:\n  learned:\n    backend: "
+                         "\"local://\"\n"
+                      << snippet << "\n";
+  const Ran check = cli({"routing", "check", "--json", file});
+  ::unlink(file.c_str());
+  ASSERT_EQ(check.status, 0) << check.err;
+  EXPECT_NE(check.out.find("allow: example.com:80, files.pythonhosted.org:443, pypi.org:443"),
+            std::string::npos)
+      << check.out;
 }
 
 TEST(Cli, RunWithARoutingFileTakesTheClass) {

@@ -576,6 +576,60 @@ TEST(Local, EgressRelaysLargeBodiesAndRecordsEachConnectionWithoutItsPath) {
       (std::vector<std::string>{"canary.sandboxio.test:" + port, "elsewhere.sandboxio.test:80"}));
 }
 
+TEST(Local, EgressRecordsReachTheJsonLinesSinkAndABearerTokenReachesNone) {
+  SBX_REQUIRE_LOCAL();
+  sandboxio::contract::HttpCanary canary;
+  const std::string port = std::to_string(canary.port());
+  const std::string file = "/tmp/sbx-egress-records-" + std::to_string(::getpid()) + ".jsonl";
+  ::unlink(file.c_str());
+  {
+    sandboxio::CreateOptions o;
+    o.network = sandboxio::NetworkPolicy::allowing({"canary.sandboxio.test:" + port});
+    o.network.pinned = {{"canary.sandboxio.test", "127.0.0.1"}};
+    o.audit.sink = std::make_shared<sandboxio::JsonLinesFileSink>(file);
+    auto sb = sandboxio::sync::Sandbox::create("local://", o);
+    // The same request, with a bearer token in a header and in the query, to an allowed host
+    // and to one that is not.
+    const std::string script =
+        "import os, socket, sys\n"
+        "host, port = os.environ['http_proxy'].split('//')[1].split(':')\n"
+        "for target in sys.argv[1:]:\n"
+        "    s = socket.create_connection((host, int(port)))\n"
+        "    s.sendall(('GET http://%s/api?access_token=tok-s3cr3t-77 HTTP/1.1\\r\\n'\n"
+        "               'Host: %s\\r\\nAuthorization: Bearer tok-s3cr3t-77\\r\\n'\n"
+        "               'Connection: close\\r\\n\\r\\n' % (target, target)).encode())\n"
+        "    reply = b''\n"
+        "    while True:\n"
+        "        chunk = s.recv(65536)\n"
+        "        if not chunk:\n"
+        "            break\n"
+        "        reply += chunk\n"
+        "    print(reply.split(b'\\r\\n')[0].decode())\n";
+    const auto r = sb.run(
+        {"python3", "-c", script, "canary.sandboxio.test:" + port, "other.sandboxio.test:" + port});
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+    EXPECT_EQ(r.stdout_bytes, "HTTP/1.1 200 OK\nHTTP/1.1 403 Forbidden\n");
+    sb.kill();
+  }
+  std::ifstream in(file);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(file.c_str());
+  EXPECT_EQ(all.find("tok-s3cr3t-77"), std::string::npos) << all;
+  EXPECT_EQ(all.find("/api"), std::string::npos) << all;
+  std::vector<std::string> egress;
+  std::istringstream lines(all);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(R"("operation":"egress")") != std::string::npos) egress.push_back(line);
+  ASSERT_EQ(egress.size(), 2u) << all;
+  const std::string& allowed =
+      egress[0].find(R"("allowed":true)") != std::string::npos ? egress[0] : egress[1];
+  const std::size_t at = allowed.find("\"bytes_in\":");
+  ASSERT_NE(at, std::string::npos) << allowed;
+  EXPECT_GE(std::stoul(allowed.substr(at + 11)), canary.body().size())
+      << allowed;  // the reply: its head and the canary's body
+  EXPECT_NE(all.find(R"("error_code":"SBX_E1405")"), std::string::npos) << all;
+}
+
 TEST(Local, LearningModeRefusesEverythingAndRecordsWhatWasTried) {
   SBX_REQUIRE_LOCAL();
   sandboxio::contract::HttpCanary canary;
