@@ -631,6 +631,28 @@ void network_allow_list(const Target& t) {
   r = sb->run(t.fetch_probe("http://" + std::string(kCanaryName) + ":1/denied"));
   require(!r.ok(), "the allowed name on an unlisted port was fetched");
   require(canary.requests() == 1, "a refused request reached the canary");
+  // TLS end to end through CONNECT: the proxy relays the session, the client checks the name.
+  if (t.tls_fetch_probe) {
+    TlsCanary tls(kCanaryName);
+    CreateOptions to;
+    to.network =
+        NetworkPolicy::allowing({std::string(kCanaryName) + ":" + std::to_string(tls.port())});
+    to.network.pinned = {{kCanaryName, "127.0.0.1"}};
+    auto tsb = make(t, to);
+    tsb->write_file("/tmp/canary-ca.pem", tls.ca_pem());
+    r = tsb->run(t.tls_fetch_probe(
+        "https://" + std::string(kCanaryName) + ":" + std::to_string(tls.port()) + "/tls",
+        "/tmp/canary-ca.pem"));
+    require(r.ok() && r.stdout_bytes == tls.body(),
+            "the TLS canary was not reached through CONNECT: exit " +
+                std::to_string(r.exit_code.value_or(-1)) + ", " + show(r.stdout_bytes) + " " +
+                show(r.stderr_bytes));
+    require(tls.sessions() == 1,
+            "the TLS canary saw " + std::to_string(tls.sessions()) + " sessions for one fetch");
+    // The allow list holds the TLS port only: the plain canary's is refused here.
+    r = tsb->run(t.fetch_probe("http://" + std::string(kCanaryName) + ":" + port + "/denied"));
+    require(!r.ok(), "a port outside the TLS sandbox's list was fetched");
+  }
   // No route but the proxy: a raw connection to an address fails.
   if (!t.egress_probe.empty()) {
     r = sb->run(t.egress_probe);

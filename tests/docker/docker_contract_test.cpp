@@ -29,6 +29,7 @@ Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport,
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.fetch_probe = sandboxio::contract::python_fetch;
+  t.tls_fetch_probe = sandboxio::contract::python_tls_fetch;
   t.resolve_probe = sandboxio::contract::python_resolve;
   if (image == sandboxio::testing::kBusyboxImage) {
     // busybox's wget honours http_proxy; its nslookup asks the resolver the image names.
@@ -38,6 +39,7 @@ Target docker_target(std::shared_ptr<sandboxio::contract::Transport> transport,
     t.resolve_probe = [](const std::string& name) {
       return std::vector<std::string>{"nslookup", name};
     };
+    t.tls_fetch_probe = nullptr;  // busybox's wget has no TLS of its own
     // No python3: busybox's `ip` asks the kernel for a route (it sends nothing).
     t.has_python = false;
     t.egress_probe = {"ip", "route", "get", "192.0.2.1"};

@@ -148,6 +148,7 @@ Target local_target(std::shared_ptr<sandboxio::contract::Transport> transport,
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.fetch_probe = sandboxio::contract::python_fetch;
+  t.tls_fetch_probe = sandboxio::contract::python_tls_fetch;
   t.resolve_probe = sandboxio::contract::python_resolve;
   t.live_sandboxes = live_local_sandboxes;
   // A create that takes seconds (under gVisor too: what is tested is the machine's create).

@@ -28,6 +28,8 @@
 
 #include "sandboxio/link.hpp"
 
+struct ssl_ctx_st;  // SSL_CTX, for TlsCanary
+
 namespace sandboxio::contract {
 
 /// A running stream, whatever the transport.
@@ -124,6 +126,11 @@ struct Target {
   /// variables of the sandbox's environment, prints the body and exits 0, or exits nonzero.
   /// Empty skips the allow-list rows.
   std::function<std::vector<std::string>(const std::string& url)> fetch_probe{};
+  /// A command that fetches `url` (https://) through the proxy (CONNECT, then TLS trusting only
+  /// the PEM file `ca_file`), prints the body and exits 0, or exits nonzero. Empty skips the
+  /// TLS row.
+  std::function<std::vector<std::string>(const std::string& url, const std::string& ca_file)>
+      tls_fetch_probe{};
   /// A command that exits 0 only if `name` resolved inside the sandbox.
   std::function<std::vector<std::string>(const std::string& name)> resolve_probe{};
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
@@ -152,6 +159,32 @@ class HttpCanary {
   std::atomic<int> requests_{0};
   std::thread thread_;
 };
+
+/// A TLS web server on this machine's loopback for `name`, with a certificate made for this
+/// process (self-signed: ca_pem() is the only anchor that trusts it). Every request gets body().
+class TlsCanary {
+ public:
+  explicit TlsCanary(const std::string& name);
+  TlsCanary(const TlsCanary&) = delete;
+  TlsCanary& operator=(const TlsCanary&) = delete;
+  ~TlsCanary();
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int sessions() const { return sessions_; }
+  [[nodiscard]] const std::string& body() const { return body_; }
+  [[nodiscard]] const std::string& ca_pem() const { return ca_pem_; }
+
+ private:
+  ::ssl_ctx_st* ctx_ = nullptr;  // OpenSSL's SSL_CTX
+  int fd_ = -1;
+  int port_ = 0;
+  std::string body_, ca_pem_;
+  std::atomic<int> sessions_{0};
+  std::thread thread_;
+};
+
+/// Target::tls_fetch_probe for images with python3 and its ssl module.
+[[nodiscard]] std::vector<std::string> python_tls_fetch(const std::string& url,
+                                                        const std::string& ca_file);
 
 /// Target::fetch_probe for images with python3 (urllib honours the proxy variables).
 [[nodiscard]] std::vector<std::string> python_fetch(const std::string& url);

@@ -1,0 +1,160 @@
+// The TLS canary of the allow-list rows: a web server on this machine's loopback speaking TLS
+// with a certificate made for this process (a fresh P-256 key, self-signed, for the canary's
+// name), so that a client in a sandbox proves an end-to-end TLS session through the egress
+// proxy's CONNECT tunnel: the proxy relays bytes and never holds a key.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "sandboxio/contract.hpp"
+
+namespace sandboxio::contract {
+namespace {
+
+template <class T, void (*Free)(T*)>
+struct Deleter {
+  void operator()(T* p) const { Free(p); }
+};
+using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
+using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
+
+void add_extension(X509* cert, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  if (ext == nullptr) throw CaseFailure("the TLS canary cannot make its certificate");
+  X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+}
+
+}  // namespace
+
+TlsCanary::TlsCanary(const std::string& name) {
+  Key key(EVP_EC_gen("P-256"));
+  Cert cert(X509_new());
+  if (!key || !cert) throw CaseFailure("the TLS canary cannot make a key");
+  X509_set_version(cert.get(), 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
+  X509_set_pubkey(cert.get(), key.get());
+  X509_NAME* subject = X509_get_subject_name(cert.get());
+  X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
+  X509_set_issuer_name(cert.get(), subject);
+  add_extension(cert.get(), NID_basic_constraints, "critical,CA:TRUE");
+  add_extension(cert.get(), NID_key_usage, "critical,digitalSignature,keyCertSign");
+  add_extension(cert.get(), NID_subject_alt_name, ("DNS:" + name).c_str());
+  add_extension(cert.get(), NID_subject_key_identifier, "hash");
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0)
+    throw CaseFailure("the TLS canary cannot sign its certificate");
+  BIO* pem = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(pem, cert.get());
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(pem, &data);
+  ca_pem_.assign(data, static_cast<std::size_t>(size));
+  BIO_free(pem);
+
+  ctx_ = SSL_CTX_new(TLS_server_method());
+  if (ctx_ == nullptr || SSL_CTX_use_certificate(ctx_, cert.get()) != 1 ||
+      SSL_CTX_use_PrivateKey(ctx_, key.get()) != 1)
+    throw CaseFailure("the TLS canary cannot use its certificate");
+  body_ = "sandboxio-tls-canary\n";
+
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd_, 16) != 0)
+    throw CaseFailure("the TLS canary cannot listen on 127.0.0.1");
+  socklen_t len = sizeof addr;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  thread_ = std::thread([this] {
+    for (;;) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      SSL* ssl = SSL_new(ctx_);
+      SSL_set_fd(ssl, c);
+      if (SSL_accept(ssl) == 1) {
+        ++sessions_;
+        std::string head;
+        char buf[4096];
+        while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+          const int n = SSL_read(ssl, buf, sizeof buf);
+          if (n <= 0) break;
+          head.append(buf, static_cast<std::size_t>(n));
+        }
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
+            "\r\nConnection: close\r\n\r\n" + body_;
+        (void)SSL_write(ssl, reply.data(), static_cast<int>(reply.size()));
+        (void)SSL_shutdown(ssl);
+      }
+      SSL_free(ssl);
+      ::close(c);
+    }
+  });
+}
+
+TlsCanary::~TlsCanary() {
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+  if (thread_.joinable()) thread_.join();
+  SSL_CTX_free(ctx_);
+}
+
+std::vector<std::string> python_tls_fetch(const std::string& url, const std::string& ca_file) {
+  // Through the proxy with CONNECT, then TLS to the named host with `ca_file` as the only
+  // trust anchor (its name checked): what curl and pip do with https_proxy.
+  return {
+      "python3", "-c",
+      "import os, socket, ssl, sys\n"
+      "url, ca = sys.argv[1], sys.argv[2]\n"
+      "target = url.split('/')[2]\n"
+      "name = target.rsplit(':', 1)[0]\n"
+      "proxy = os.environ.get('https_proxy') or os.environ.get('HTTPS_PROXY')\n"
+      "if not proxy:\n"
+      "    sys.exit('no https_proxy in the environment')\n"
+      "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+      "s = socket.create_connection((host, int(port)), timeout=20)\n"
+      "s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, target)).encode())\n"
+      "head = b''\n"
+      "while b'\\r\\n\\r\\n' not in head:\n"
+      "    chunk = s.recv(1)\n"
+      "    if not chunk:\n"
+      "        sys.exit('the proxy closed: %r' % head)\n"
+      "    head += chunk\n"
+      "status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
+      "if status.split(' ')[1:2] != ['200']:\n"
+      "    sys.exit(status)\n"
+      "t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=name)\n"
+      "t.sendall(('GET /%s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
+      "          % (url.split('/', 3)[3] if url.count('/') > 2 else '', name)).encode())\n"
+      "data = bytearray()\n"
+      "while True:\n"
+      "    try:\n"
+      "        chunk = t.recv(65536)\n"
+      "    except ssl.SSLEOFError:\n"
+      "        break\n"
+      "    if not chunk:\n"
+      "        break\n"
+      "    data += chunk\n"
+      "head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
+      "if head.split(b' ')[1:2] != [b'200']:\n"
+      "    sys.exit(head.split(b'\\r\\n')[0].decode(errors='replace'))\n"
+      "sys.stdout.write(body.decode())\n",
+      url, ca_file};
+}
+
+}  // namespace sandboxio::contract
