@@ -233,7 +233,13 @@ std::size_t AgentMachine::egress_bytes(ConnId id, std::string_view data, Instant
   if (t.tunnel.phase() != EgressTunnel::Phase::Open) return data.size();
   const std::size_t take = std::min<std::uint64_t>(data.size(), t.agent_credit);
   if (take == 0) return 0;
-  egress_apply(channel, t.tunnel.from_upstream(data.substr(0, take)), now);
+  // Straight into frames: a download is copied once here, not through a Step first.
+  (void)now;
+  t.tunnel.relayed_to_client(take);
+  t.agent_credit -= take;
+  for (std::size_t at = 0; at < take; at += agent::kChunk)
+    agent_send(agent::Type::TunnelData, channel,
+               data.substr(at, std::min<std::size_t>(agent::kChunk, take - at)));
   return take;
 }
 

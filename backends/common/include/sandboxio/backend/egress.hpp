@@ -61,6 +61,9 @@ class EgressTunnel {
   Step upstream_connected();
   Step upstream_failed(const Problem& problem);
   Step from_upstream(std::string_view data);
+  /// While Open: `n` upstream bytes went to the client without passing through a Step (the
+  /// machine's zero-copy path for a relayed download); they are counted.
+  void relayed_to_client(std::size_t n) { attempt_.bytes_in += n; }
   Step upstream_closed();
 
   [[nodiscard]] Phase phase() const noexcept { return phase_; }
