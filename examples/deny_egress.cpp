@@ -22,11 +22,25 @@ void check(bool holds, const std::string& claim) {
   if (!holds) ++failures;
 }
 
-// A connection attempt from inside the sandbox, with Python's socket module (no curl needed).
+// A connection attempt from inside the sandbox, with Python's socket module (no curl needed),
+// the way ordinary programs make it: through the proxy the sandbox's environment names when
+// there is one (an allow list), directly otherwise.
 std::vector<std::string> probe(const std::string& host, const std::string& port) {
   return {"python3", "-c",
-          "import socket; socket.create_connection(('" + host + "', " + port +
-              "), 3); print('connected')"};
+          "import os, socket, sys\n"
+          "host, port = sys.argv[1], int(sys.argv[2])\n"
+          "proxy = os.environ.get('https_proxy')\n"
+          "if proxy:\n"
+          "    ph, pp = proxy.split('//')[1].rstrip('/').rsplit(':', 1)\n"
+          "    s = socket.create_connection((ph, int(pp)), 3)\n"
+          "    s.sendall(b'CONNECT %s:%d HTTP/1.1\\r\\n\\r\\n' % (host.encode(), port))\n"
+          "    status = s.recv(200).split(b'\\r\\n')[0]\n"
+          "    if b' 200 ' not in status + b' ':\n"
+          "        sys.exit(status.decode())\n"
+          "else:\n"
+          "    socket.create_connection((host, port), 3)\n"
+          "print('connected')\n",
+          host, port};
 }
 
 }  // namespace

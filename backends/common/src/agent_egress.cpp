@@ -75,6 +75,12 @@ void AgentMachine::egress_frame(agent::Frame& f, Instant now) {
   HostTunnel& t = it->second;
   switch (f.type) {
     case Type::TunnelData:
+      // The agent sends no more than the credit it was given, which is at most a window
+      // ahead of what the tunnel took: more is an agent that does not keep the protocol.
+      if (t.held.size() + f.payload.size() > agent::kTunnelWindow) {
+        agent_send(Type::TunnelClose, channel);
+        return egress_finish(channel, now, "the agent sent past its credit");
+      }
       t.held += f.payload;
       return egress_feed(channel, now);
     case Type::TunnelEnd:

@@ -148,6 +148,18 @@ struct AgentPeer::Impl {
         return context_start(f.channel, reply);
       case Type::RunCode:
         return run_code(f.channel, f.payload, reply);
+      case Type::EgressListen: {
+        // The proxy "listens": nothing in the simulation connects to it, so no tunnel opens
+        // (the egress rows need a real sandbox; see network.allow_list).
+        auto e = agent::EgressListen::decode(f.payload);
+        if (!e) {
+          agent::append_frame(reply, Type::Failure, f.channel,
+                              agent::Failure{0, e.problem().detail}.encode());
+          return;
+        }
+        agent::append_frame(reply, Type::Done, f.channel, agent::Done{e.value().port}.encode());
+        return;
+      }
       case Type::ContextEnd:
         contexts.erase(f.channel);
         agent::append_frame(reply, Type::Done, f.channel, agent::Done{}.encode());

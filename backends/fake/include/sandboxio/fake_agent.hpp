@@ -9,7 +9,8 @@
 //
 // What it is not: commands are those fake:// knows (docs/reference/backends/fake.md), a cell's
 // variables change when the cell is received (not when it runs), and output is not paced by
-// the host's Credit. It does no I/O and reads no clock: time is what the caller says.
+// the host's Credit, and the egress proxy answers EgressListen but no program ever connects to
+// it. It does no I/O and reads no clock: time is what the caller says.
 #pragma once
 
 #include <chrono>
