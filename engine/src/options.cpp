@@ -95,7 +95,8 @@ std::string NetworkPolicy::describe() const {
 Result<void> NetworkPolicy::validate() const {
   if (learn && !allow.empty()) {
     return invalid("learning mode denies everything: it takes no allow list",
-                   "Learn first (egress=learn), then create with the allow list it printed.");
+                   "Learn first (NetworkPolicy::learning(), sandboxio run --learn), then create "
+                   "with the allow list it printed.");
   }
   for (const auto& [name, address] : pinned) {
     if (!valid_host_pattern(name) || name.find('*') != std::string::npos ||

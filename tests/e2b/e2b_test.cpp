@@ -51,6 +51,20 @@ TEST_F(E2b, AMissingKeyFailsBeforeAnyCall) {
   EXPECT_NE(std::string(e.what()).find("E2B_API_KEY"), std::string::npos) << e.what();
 }
 
+TEST_F(E2b, LearningModeAndPinnedNamesAreRefusedNotIgnored) {
+  // E2B cannot record what a sandbox tried, nor connect a name where the caller says: both
+  // would be silently weaker than asked, so both refuse to create.
+  sandboxio::CreateOptions learn;
+  learn.network = sandboxio::NetworkPolicy::learning();
+  auto e = error_of([&] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn(), learn); });
+  EXPECT_EQ(e.code(), errc::PolicyUnenforceable) << e.what();
+  sandboxio::CreateOptions pinned;
+  pinned.network = sandboxio::NetworkPolicy::allowing({"canary.test"});
+  pinned.network.pinned = {{"canary.test", "127.0.0.1"}};
+  e = error_of([&] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn(), pinned); });
+  EXPECT_EQ(e.code(), errc::PolicyUnenforceable) << e.what();
+}
+
 TEST_F(E2b, AnUnknownTemplateSaysSo) {
   const auto e = error_of(
       [] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn("no-such-template")); });

@@ -77,6 +77,17 @@ std::optional<Problem> E2bMachine::check_create(const CreateOptions& options) co
                    "Make one machine per sandbox."};
   if (auto r = options.validate(); !r) return r.problem();
   if (auto p = need_key()) return p;
+  if (options.network.learn) {
+    return Problem{errc::PolicyUnenforceable,
+                   "E2B cannot record the connections a sandbox tries (learning mode)",
+                   "Learn on docker:// or local:// (sandboxio run --learn), then give e2b:// "
+                   "the allow list it printed."};
+  }
+  if (!options.network.pinned.empty()) {
+    return Problem{errc::PolicyUnenforceable,
+                   "E2B resolves names itself: pinned names cannot be honoured",
+                   "Drop NetworkPolicy::pinned for e2b://."};
+  }
   for (const auto& host : options.network.allow) {
     if (host.find('*') != std::string::npos || host.find(':') != std::string::npos) {
       return Problem{
