@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "machine_driver.hpp"
 #include "sandboxio/codec/agent.hpp"
 #include "sandboxio/local.hpp"
 
@@ -75,10 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       }
       while (auto e = m.poll_event()) {
         progressed = true;
-        OpId op = 0;
-        if (auto* d = std::get_if<event::Done>(&*e)) op = d->op;
-        if (auto* f = std::get_if<event::Failed>(&*e)) op = f->op;
-        if (auto* c = std::get_if<event::Cancelled>(&*e)) op = c->op;
+        const OpId op = fuzz::ended_op(*e);
         if (op != 0 && !ended.insert(op).second) std::abort();
       }
       if (!progressed) return;

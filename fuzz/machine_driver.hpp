@@ -23,6 +23,15 @@
 
 namespace sandboxio::fuzz {
 
+/// The operation an event ends (Done, Failed or Cancelled), or 0 for any other event. Every
+/// harness aborts when one operation ends twice.
+inline OpId ended_op(const Event& e) {
+  if (auto* d = std::get_if<event::Done>(&e)) return d->op;
+  if (auto* f = std::get_if<event::Failed>(&e)) return f->op;
+  if (auto* c = std::get_if<event::Cancelled>(&e)) return c->op;
+  return 0;
+}
+
 /// Submits operation `which` (taken modulo the table's size by the driver); returns its id,
 /// or 0 when it submitted none. `stream` is set when the operation is a stream.
 using Submit = std::function<OpId(Machine&, unsigned which, Instant now, bool& stream)>;
@@ -51,10 +60,7 @@ struct Driver {
       }
       while (auto e = m.poll_event()) {
         progressed = true;
-        OpId op = 0;
-        if (auto* d = std::get_if<event::Done>(&*e)) op = d->op;
-        if (auto* f = std::get_if<event::Failed>(&*e)) op = f->op;
-        if (auto* c = std::get_if<event::Cancelled>(&*e)) op = c->op;
+        const OpId op = ended_op(*e);
         if (op != 0 && !ended.insert(op).second) std::abort();  // an operation ended twice
         if (auto* out = std::get_if<event::Output>(&*e))
           m.handle_consumed(out->op, out->chunk.data.size() / 2, now);

@@ -1,14 +1,6 @@
 // The contract cases. Each states one behaviour users rely on; names are "family.behaviour".
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <asio/error.hpp>
-#include <atomic>
-#include <random>
-#include <thread>
 
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sinks.hpp"
@@ -522,89 +514,6 @@ void network_deny_by_default(const Target& t) {
 }
 
 constexpr const char* kCanaryName = "canary.sandboxio.test";
-
-}  // namespace
-
-HttpCanary::HttpCanary(std::size_t extra) : big_(extra) {
-  std::random_device rd;
-  body_ = "sandboxio-canary-" + std::to_string(rd()) + "\n";
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd_, 16) != 0)
-    throw CaseFailure("the canary cannot listen on 127.0.0.1");
-  socklen_t len = sizeof addr;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  thread_ = std::thread([this] {
-    for (;;) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string head;
-      char buf[4096];
-      while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
-        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        head.append(buf, static_cast<std::size_t>(n));
-      }
-      ++requests_;
-      const bool big = head.rfind("GET /big", 0) == 0;  // origin-form: the proxy rewrote it
-      const std::size_t size = body_.size() + (big ? big_ : 0);
-      std::string reply =
-          "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(size) +
-          "\r\nConnection: close\r\n\r\n" + body_;
-      if (big) reply.append(big_, 'x');
-      std::string_view rest = reply;
-      while (!rest.empty()) {
-        const ssize_t n = ::send(c, rest.data(), rest.size(), MSG_NOSIGNAL);
-        if (n <= 0) break;
-        rest.remove_prefix(static_cast<std::size_t>(n));
-      }
-      ::close(c);
-    }
-  });
-}
-
-HttpCanary::~HttpCanary() {
-  ::shutdown(fd_, SHUT_RDWR);
-  ::close(fd_);
-  thread_.join();
-}
-
-std::vector<std::string> python_fetch(const std::string& url) {
-  // python3-minimal has no http.client (urllib needs it): the request is made the way curl
-  // makes it, to the proxy the environment names, with the socket module alone.
-  return {"python3", "-c",
-          "import os, socket, sys\n"
-          "url = sys.argv[1]\n"
-          "proxy = os.environ.get('http_proxy') or os.environ.get('HTTP_PROXY')\n"
-          "if not proxy:\n"
-          "    sys.exit('no http_proxy in the environment')\n"
-          "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
-          "s = socket.create_connection((host, int(port)), timeout=20)\n"
-          "s.sendall(('GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
-          "          % (url, url.split('/')[2])).encode())\n"
-          "data = bytearray()\n"
-          "while True:\n"
-          "    chunk = s.recv(65536)\n"
-          "    if not chunk:\n"
-          "        break\n"
-          "    data += chunk\n"
-          "head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
-          "status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
-          "if status.split(' ')[1:2] != ['200']:\n"
-          "    sys.exit(status)\n"
-          "sys.stdout.write(body.decode())\n",
-          url};
-}
-
-std::vector<std::string> python_resolve(const std::string& name) {
-  return {"python3", "-c", "import socket, sys; socket.getaddrinfo(sys.argv[1], 80)", name};
-}
-
-namespace {
 
 void network_allow_list(const Target& t) {
   if (!t.fetch_probe) return;

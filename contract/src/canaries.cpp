@@ -1,7 +1,8 @@
-// The TLS canary of the allow-list rows: a web server on this machine's loopback speaking TLS
-// with a certificate made for this process (a fresh P-256 key, self-signed, for the canary's
-// name), so that a client in a sandbox proves an end-to-end TLS session through the egress
-// proxy's CONNECT tunnel: the proxy relays bytes and never holds a key.
+// The canaries of the allow-list rows, and the probes that reach them from a sandbox. Both
+// canaries are servers on this machine's loopback: HttpCanary a plain web server, TlsCanary one
+// speaking TLS with a certificate made for this process (a fresh P-256 key, self-signed, for the
+// canary's name), so that a client in a sandbox proves an end-to-end TLS session through the
+// egress proxy's CONNECT tunnel: the proxy relays bytes and never holds a key.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/ec.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <random>
 
 #include "sandboxio/contract.hpp"
 
@@ -27,6 +29,24 @@ struct Deleter {
 using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
 using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 
+/// A TCP listener on 127.0.0.1 on a port the kernel picks; sets `port`. `who` names the
+/// canary in the failure.
+int listen_on_loopback(int& port, const std::string& who) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, 16) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw CaseFailure(who + " cannot listen on 127.0.0.1");
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
 void add_extension(X509* cert, int nid, const char* value) {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
@@ -38,6 +58,76 @@ void add_extension(X509* cert, int nid, const char* value) {
 }
 
 }  // namespace
+
+HttpCanary::HttpCanary(std::size_t extra) : big_(extra) {
+  std::random_device rd;
+  body_ = "sandboxio-canary-" + std::to_string(rd()) + "\n";
+  fd_ = listen_on_loopback(port_, "the canary");
+  thread_ = std::thread([this] {
+    for (;;) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        head.append(buf, static_cast<std::size_t>(n));
+      }
+      ++requests_;
+      const bool big = head.rfind("GET /big", 0) == 0;  // origin-form: the proxy rewrote it
+      const std::size_t size = body_.size() + (big ? big_ : 0);
+      std::string reply =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(size) +
+          "\r\nConnection: close\r\n\r\n" + body_;
+      if (big) reply.append(big_, 'x');
+      std::string_view rest = reply;
+      while (!rest.empty()) {
+        const ssize_t n = ::send(c, rest.data(), rest.size(), MSG_NOSIGNAL);
+        if (n <= 0) break;
+        rest.remove_prefix(static_cast<std::size_t>(n));
+      }
+      ::close(c);
+    }
+  });
+}
+
+HttpCanary::~HttpCanary() {
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+  thread_.join();
+}
+
+std::vector<std::string> python_fetch(const std::string& url) {
+  // python3-minimal has no http.client (urllib needs it): the request is made the way curl
+  // makes it, to the proxy the environment names, with the socket module alone.
+  return {"python3", "-c",
+          "import os, socket, sys\n"
+          "url = sys.argv[1]\n"
+          "proxy = os.environ.get('http_proxy') or os.environ.get('HTTP_PROXY')\n"
+          "if not proxy:\n"
+          "    sys.exit('no http_proxy in the environment')\n"
+          "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+          "s = socket.create_connection((host, int(port)), timeout=20)\n"
+          "s.sendall(('GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
+          "          % (url, url.split('/')[2])).encode())\n"
+          "data = bytearray()\n"
+          "while True:\n"
+          "    chunk = s.recv(65536)\n"
+          "    if not chunk:\n"
+          "        break\n"
+          "    data += chunk\n"
+          "head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
+          "status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
+          "if status.split(' ')[1:2] != ['200']:\n"
+          "    sys.exit(status)\n"
+          "sys.stdout.write(body.decode())\n",
+          url};
+}
+
+std::vector<std::string> python_resolve(const std::string& name) {
+  return {"python3", "-c", "import socket, sys; socket.getaddrinfo(sys.argv[1], 80)", name};
+}
 
 TlsCanary::TlsCanary(const std::string& name) {
   // (EVP_EC_gen is a macro that casts away const: clang's -Wcast-qual refuses it.)
@@ -79,16 +169,7 @@ TlsCanary::TlsCanary(const std::string& name) {
     throw CaseFailure("the TLS canary cannot use its certificate");
   body_ = "sandboxio-tls-canary\n";
 
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd_, 16) != 0)
-    throw CaseFailure("the TLS canary cannot listen on 127.0.0.1");
-  socklen_t len = sizeof addr;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  fd_ = listen_on_loopback(port_, "the TLS canary");
   thread_ = std::thread([this] {
     for (;;) {
       const int c = ::accept(fd_, nullptr, nullptr);
