@@ -1,6 +1,7 @@
 // Process endpoints: posix_spawn from one long-lived thread (see spawn.hpp).
 #include "sandboxio/spawn.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -117,38 +118,62 @@ class Spawner {
   std::deque<std::function<void()>> jobs_;
 };
 
-}  // namespace
-
-// The children of `pid` (Linux's /proc/PID/task/PID/children).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> children;
-  const std::string path =
-      "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+// The pids listed in one of Linux's /proc/PID/task/TID/children files.
+void read_children(const std::string& path, std::vector<pid_t>& into) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return children;
+  if (fd < 0) return;
+  std::string text;
   char buf[4096];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
   ::close(fd);
-  if (n <= 0) return children;
-  buf[n] = '\0';
-  char* p = buf;
+  const char* p = text.c_str();
   while (*p != '\0') {
     char* end = nullptr;
     const long v = std::strtol(p, &end, 10);
     if (end == p) break;
-    if (v > 0) children.push_back(static_cast<pid_t>(v));
+    if (v > 0) into.push_back(static_cast<pid_t>(v));
     p = end;
   }
+}
+
+// The children of `pid`, forked by any of its threads: a Go program (runsc) forks from
+// whichever thread runs, and each thread lists only its own children.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) return children;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    read_children(tasks + "/" + entry->d_name + "/children", children);
+  }
+  ::closedir(dir);
   return children;
 }
 
+// Every descendant of `pid`, parents before their children. Bounded: a tree that forks faster
+// than it can be read is cut off, and what was found is still killed.
+std::vector<pid_t> descendants_of(pid_t pid) {
+  constexpr std::size_t kMost = 4096;
+  std::vector<pid_t> found = children_of(pid);
+  for (std::size_t i = 0; i < found.size() && found.size() < kMost; ++i) {
+    for (pid_t child : children_of(found[i]))
+      found.push_back(child);
+  }
+  return found;
+}
+
+}  // namespace
+
 void ChildProcess::end() noexcept {
   if (pid_ <= 0) return;
-  // A launcher whose child (or, behind a shell, grandchild) is the init of a PID namespace
-  // (bubblewrap): killing that init ends every process in the namespace, and it exits only once
-  // they all have. Both generations are killed and waited for (pidfds, bounded), then the
-  // launcher gets the rest of the time to finish on its own (a shell removes the cgroups it
-  // made), and is killed and reaped. When end() returns, nothing of the sandbox is left.
+  // A launcher whose descendants are the sandbox: bubblewrap, the init of a PID namespace
+  // (killing it ends every process in the namespace), or runsc with its re-executed self, its
+  // gofer and its Sentry. Every descendant is killed and waited for (pidfds, bounded), then the
+  // launcher gets the rest of the time to finish on its own (a shell removes the cgroups and
+  // the bundle it made), and is killed and reaped. When end() returns, nothing of the sandbox
+  // is left.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   auto wait_for = [&](int fd) {
     pollfd p{fd, POLLIN, 0};
@@ -161,12 +186,7 @@ void ChildProcess::end() noexcept {
       if (n < 0 && errno != EINTR) return false;
     }
   };
-  std::vector<pid_t> doomed;
-  for (pid_t child : children_of(pid_)) {
-    for (pid_t grandchild : children_of(child))
-      doomed.push_back(grandchild);
-    doomed.push_back(child);
-  }
+  const std::vector<pid_t> doomed = descendants_of(pid_);
   std::vector<int> exits;
   for (pid_t p : doomed) {
     const int fd = static_cast<int>(::syscall(SYS_pidfd_open, p, 0));

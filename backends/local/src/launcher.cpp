@@ -136,7 +136,9 @@ void add_cgroups(Script& script, const Config& config, const Resources& r) {
 void add_runsc(Script& script, const Config& config) {
   std::string& s = script.setup;
   s += "d=$(mktemp -d /tmp/sandboxio-gvisor.XXXXXXXX)\n"
-       "trap 'rm -rf \"$d\"' EXIT\n"
+       // A process of runsc's that is still ending may write into the bundle while it goes.
+       "trap 'n=0; until rm -rf \"$d\" 2>/dev/null || [ $n -ge 100 ]; do n=$((n+1)); "
+       "sleep 0.02; done' EXIT\n"
        "r=$d/rootfs\n"
        "mkdir -p \"$d/state\" \"$r/usr\" \"$r/proc\" \"$r/tmp\" \"$r/etc\" \"$r/dev/.sandboxio\" "
        "\"$r\"" +

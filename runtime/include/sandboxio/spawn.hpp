@@ -29,9 +29,9 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
   ~ChildProcess() { end(); }
 
-  /// Kills the process (SIGKILL) and waits for it; nothing when there is none. Its children
-  /// are killed first, and waited for (up to 2 s): a launcher's PID namespace is gone, every
-  /// process in it, when this returns.
+  /// Kills the process (SIGKILL) and waits for it; nothing when there is none. Every process
+  /// below it, of any generation, is killed first and waited for (up to 2 s): a launcher's PID
+  /// namespace, or runsc's gofer and Sentry, are gone when this returns.
   void end() noexcept;
   [[nodiscard]] int pid() const noexcept { return pid_; }
 
