@@ -100,17 +100,23 @@ HttpCanary::~HttpCanary() {
 
 std::vector<std::string> python_fetch(const std::string& url) {
   // python3-minimal has no http.client (urllib needs it): the request is made the way curl
-  // makes it, to the proxy the environment names, with the socket module alone.
+  // makes it, with the socket module alone: to the proxy the environment names, or, when it
+  // names none, straight to the URL's host (port 80 unless the URL says otherwise).
   return {"python3", "-c",
           "import os, socket, sys\n"
           "url = sys.argv[1]\n"
+          "target = url.split('/')[2]\n"
           "proxy = os.environ.get('http_proxy') or os.environ.get('HTTP_PROXY')\n"
-          "if not proxy:\n"
-          "    sys.exit('no http_proxy in the environment')\n"
-          "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+          "if proxy:\n"
+          "    host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+          "    path = url\n"
+          "else:\n"
+          "    host, _, port = target.partition(':')\n"
+          "    port = port or '80'\n"
+          "    path = '/' + url.split('/', 3)[3] if url.count('/') > 2 else '/'\n"
           "s = socket.create_connection((host, int(port)), timeout=20)\n"
           "s.sendall(('GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
-          "          % (url, url.split('/')[2])).encode())\n"
+          "          % (path, target)).encode())\n"
           "data = bytearray()\n"
           "while True:\n"
           "    chunk = s.recv(65536)\n"
@@ -205,46 +211,48 @@ TlsCanary::~TlsCanary() {
 }
 
 std::vector<std::string> python_tls_fetch(const std::string& url, const std::string& ca_file) {
-  // Through the proxy with CONNECT, then TLS to the named host with `ca_file` as the only
-  // trust anchor (its name checked): what curl and pip do with https_proxy.
-  return {
-      "python3", "-c",
-      "import os, socket, ssl, sys\n"
-      "url, ca = sys.argv[1], sys.argv[2]\n"
-      "target = url.split('/')[2]\n"
-      "name = target.rsplit(':', 1)[0]\n"
-      "proxy = os.environ.get('https_proxy') or os.environ.get('HTTPS_PROXY')\n"
-      "if not proxy:\n"
-      "    sys.exit('no https_proxy in the environment')\n"
-      "host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
-      "s = socket.create_connection((host, int(port)), timeout=20)\n"
-      "s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, target)).encode())\n"
-      "head = b''\n"
-      "while b'\\r\\n\\r\\n' not in head:\n"
-      "    chunk = s.recv(1)\n"
-      "    if not chunk:\n"
-      "        sys.exit('the proxy closed: %r' % head)\n"
-      "    head += chunk\n"
-      "status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
-      "if status.split(' ')[1:2] != ['200']:\n"
-      "    sys.exit(status)\n"
-      "t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=name)\n"
-      "t.sendall(('GET /%s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
-      "          % (url.split('/', 3)[3] if url.count('/') > 2 else '', name)).encode())\n"
-      "data = bytearray()\n"
-      "while True:\n"
-      "    try:\n"
-      "        chunk = t.recv(65536)\n"
-      "    except ssl.SSLEOFError:\n"
-      "        break\n"
-      "    if not chunk:\n"
-      "        break\n"
-      "    data += chunk\n"
-      "head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
-      "if head.split(b' ')[1:2] != [b'200']:\n"
-      "    sys.exit(head.split(b'\\r\\n')[0].decode(errors='replace'))\n"
-      "sys.stdout.write(body.decode())\n",
-      url, ca_file};
+  // Through the proxy with CONNECT (or, when the environment names none, straight to the
+  // URL's host, port 443 unless it says otherwise), then TLS to the named host with `ca_file`
+  // as the only trust anchor (its name checked): what curl and pip do.
+  return {"python3", "-c",
+          "import os, socket, ssl, sys\n"
+          "url, ca = sys.argv[1], sys.argv[2]\n"
+          "target = url.split('/')[2]\n"
+          "name, _, given = target.partition(':')\n"
+          "proxy = os.environ.get('https_proxy') or os.environ.get('HTTPS_PROXY')\n"
+          "if proxy:\n"
+          "    host, port = proxy.split('//', 1)[-1].rstrip('/').rsplit(':', 1)\n"
+          "    s = socket.create_connection((host, int(port)), timeout=20)\n"
+          "    s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, "
+          "target)).encode())\n"
+          "    head = b''\n"
+          "    while b'\\r\\n\\r\\n' not in head:\n"
+          "        chunk = s.recv(1)\n"
+          "        if not chunk:\n"
+          "            sys.exit('the proxy closed: %r' % head)\n"
+          "        head += chunk\n"
+          "    status = head.split(b'\\r\\n')[0].decode(errors='replace')\n"
+          "    if status.split(' ')[1:2] != ['200']:\n"
+          "        sys.exit(status)\n"
+          "else:\n"
+          "    s = socket.create_connection((name, int(given or 443)), timeout=20)\n"
+          "t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=name)\n"
+          "t.sendall(('GET /%s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n'\n"
+          "          % (url.split('/', 3)[3] if url.count('/') > 2 else '', name)).encode())\n"
+          "data = bytearray()\n"
+          "while True:\n"
+          "    try:\n"
+          "        chunk = t.recv(65536)\n"
+          "    except ssl.SSLEOFError:\n"
+          "        break\n"
+          "    if not chunk:\n"
+          "        break\n"
+          "    data += chunk\n"
+          "head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
+          "if head.split(b' ')[1:2] != [b'200']:\n"
+          "    sys.exit(head.split(b'\\r\\n')[0].decode(errors='replace'))\n"
+          "sys.stdout.write(body.decode())\n",
+          url, ca_file};
 }
 
 }  // namespace sandboxio::contract

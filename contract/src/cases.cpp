@@ -1,6 +1,7 @@
 // The contract cases. Each states one behaviour users rely on; names are "family.behaviour".
 #include <algorithm>
 #include <asio/error.hpp>
+#include <optional>
 
 #include "sandboxio/contract.hpp"
 #include "sandboxio/sinks.hpp"
@@ -515,11 +516,53 @@ void network_deny_by_default(const Target& t) {
 
 constexpr const char* kCanaryName = "canary.sandboxio.test";
 
+// The allow-list rows where the sandbox resolves names itself and the network matches names on
+// the standard ports (E2B): one sandbox, both canaries behind one address.
+void network_allow_list_by_name(const Target& t) {
+  HttpCanary canary;
+  std::optional<TlsCanary> tls;
+  if (t.tls_fetch_probe) tls.emplace(kCanaryName);
+  CreateOptions o;
+  o.network = NetworkPolicy::allowing({kCanaryName});
+  const std::string address = t.route_canary(o, kCanaryName, canary.port(), tls ? tls->port() : 0);
+  auto sb = make(t, o);
+  const std::string name(kCanaryName);
+  auto r = sb->run(t.fetch_probe("http://" + name + "/allowed"));
+  require(r.ok() && r.stdout_bytes == canary.body(),
+          "the allowed canary was not reached: exit " + std::to_string(r.exit_code.value_or(-1)) +
+              ", " + show(r.stdout_bytes) + " " + show(r.stderr_bytes));
+  require(canary.requests() == 1,
+          "the canary saw " + std::to_string(canary.requests()) + " requests for one fetch");
+  // An unlisted name at the very same address is refused by its name.
+  r = sb->run(t.fetch_probe("http://unlisted.sandboxio.test/denied"));
+  require(!r.ok(), "a host outside the allow list was fetched: " + show(r.stdout_bytes));
+  // The address itself, as a raw connection names it, is no listed host.
+  r = sb->run(t.fetch_probe("http://" + address + "/denied"));
+  require(!r.ok(), "a raw connection to the canary's address was let through");
+  // Names are matched on the standard ports only: another port is matched by address.
+  r = sb->run(t.fetch_probe("http://" + name + ":8080/denied"));
+  require(!r.ok(), "the allowed name on a port other than 80 and 443 was fetched");
+  require(canary.requests() == 1, "a refused request reached the canary");
+  if (tls) {
+    sb->write_file("/tmp/canary-ca.pem", tls->ca_pem());
+    r = sb->run(t.tls_fetch_probe("https://" + name + "/tls", "/tmp/canary-ca.pem"));
+    require(r.ok() && r.stdout_bytes == tls->body(),
+            "the TLS canary was not reached by its name: exit " +
+                std::to_string(r.exit_code.value_or(-1)) + ", " + show(r.stdout_bytes) + " " +
+                show(r.stderr_bytes));
+    require(tls->sessions() == 1,
+            "the TLS canary saw " + std::to_string(tls->sessions()) + " sessions for one fetch");
+  }
+  // (Such a sandbox resolves names: E2B allows its nameserver once a name is listed. No
+  // resolution row here; docs/reference/backends/e2b.md says what that means.)
+}
+
 void network_allow_list(const Target& t) {
   if (!t.fetch_probe) return;
   auto probe = make(t);
   if (!probe->capabilities().contains(Capability::NetworkAllowList)) return;
   probe.reset();
+  if (t.route_canary) return network_allow_list_by_name(t);
   HttpCanary canary;
   const std::string port = std::to_string(canary.port());
   CreateOptions o;

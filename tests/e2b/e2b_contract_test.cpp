@@ -26,6 +26,11 @@ Target e2b_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
                     "import socket; socket.socket(socket.AF_INET, "
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.live_sandboxes = [] { return sandboxio::testing::my_e2b_sandboxes(); };
+  // E2B's allow lists match names by Host and SNI on ports 80 and 443; the local server
+  // enforces them that way (firewall.py), with the canaries behind its test resolver.
+  t.fetch_probe = sandboxio::contract::python_fetch;
+  t.tls_fetch_probe = sandboxio::contract::python_tls_fetch;
+  t.route_canary = sandboxio::testing::route_e2b_canary;
   t.slow_create_dsn = server.dsn("sbx-slow-create");
   return t;
 }

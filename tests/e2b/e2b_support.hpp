@@ -12,11 +12,13 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../docker/docker_support.hpp"
+#include "sandboxio/create_options.hpp"
 
 namespace sandboxio::testing {
 
@@ -86,6 +88,31 @@ inline std::vector<std::string> my_e2b_sandboxes() {
   for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
     ids.push_back((*it)[1]);
   return ids;
+}
+
+/// The local server's test resolver for one sandbox (an extension of that server; E2B has
+/// none): inside a sandbox whose metadata carries the returned label, `name` and
+/// unlisted.sandboxio.test resolve to 198.18.0.1 (a benchmarking address, routed nowhere),
+/// whose ports 80 and 443 lead to the canaries on this machine's loopback. Adds the label to
+/// `options` and returns the address (Target::route_canary).
+inline std::string route_e2b_canary(CreateOptions& options, const std::string& name, int http_port,
+                                    int tls_port) {
+  const std::string address = "198.18.0.1";
+  std::string routes = "\"" + address + ":80\":\"127.0.0.1:" + std::to_string(http_port) + "\"";
+  if (tls_port != 0)
+    routes += ",\"" + address + ":443\":\"127.0.0.1:" + std::to_string(tls_port) + "\"";
+  const std::string body = "{\"names\":{\"" + name + "\":\"" + address +
+                           "\",\"unlisted.sandboxio.test\":\"" + address + "\"},\"routes\":{" +
+                           routes + "}}";
+  const std::string out = capture("curl -fsS -X POST -H 'X-API-KEY: " + std::string(kE2bApiKey) +
+                                  "' -H 'Content-Type: application/json' --data '" + body +
+                                  "' 'http://127.0.0.1:" + std::to_string(e2b_server().api) +
+                                  "/_sandboxio/test-network'");
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("\"token\":\"([0-9a-f]+)\"")))
+    throw std::runtime_error("the local E2B server took no test network: " + out);
+  options.labels["sandboxio-test-network"] = m[1];
+  return address;
 }
 
 inline bool no_e2b_sandbox_left_within(std::chrono::milliseconds bound = std::chrono::seconds(5)) {

@@ -51,7 +51,7 @@ TEST_F(E2b, AMissingKeyFailsBeforeAnyCall) {
   EXPECT_NE(std::string(e.what()).find("E2B_API_KEY"), std::string::npos) << e.what();
 }
 
-TEST_F(E2b, LearningModeAndPinnedNamesAreRefusedNotIgnored) {
+TEST_F(E2b, LearningModePinnedNamesAndPortsAreRefusedNotIgnored) {
   // E2B cannot record what a sandbox tried, nor connect a name where the caller says: both
   // would be silently weaker than asked, so both refuse to create.
   sandboxio::CreateOptions learn;
@@ -63,6 +63,15 @@ TEST_F(E2b, LearningModeAndPinnedNamesAreRefusedNotIgnored) {
   pinned.network.pinned = {{"canary.test", "127.0.0.1"}};
   e = error_of([&] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn(), pinned); });
   EXPECT_EQ(e.code(), errc::PolicyUnenforceable) << e.what();
+  // E2B matches a name on ports 80 and 443, whatever the list says: a port cannot be honoured.
+  sandboxio::CreateOptions port;
+  port.network = sandboxio::NetworkPolicy::allowing({"canary.test:8080"});
+  e = error_of([&] { (void)sandboxio::sync::Sandbox::create(e2b_server().dsn(), port); });
+  EXPECT_EQ(e.code(), errc::PolicyUnenforceable) << e.what();
+  sandboxio::CreateOptions subdomains;
+  subdomains.network = sandboxio::NetworkPolicy::allowing({"*.sandboxio.test"});
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn(), subdomains);
+  EXPECT_EQ(sb.info().network, subdomains.network);
 }
 
 TEST_F(E2b, AnUnknownTemplateSaysSo) {

@@ -7,8 +7,9 @@
 // Over TLS (https:// URLs) Node's fetch speaks HTTP/2 to the server; NODE_EXTRA_CA_CERTS names
 // the test CA.
 import { Sandbox } from '@e2b/code-interpreter';
-import { CommandExitError, NotFoundError, AuthenticationError } from 'e2b';
+import { ALL_TRAFFIC, CommandExitError, NotFoundError, AuthenticationError } from 'e2b';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 
 const steps = [];
 async function step(name, fn) {
@@ -44,6 +45,19 @@ try {
       { envs: { SCENARIO_B: 'from-run' }, cwd: '/tmp' });
     assert.equal(ok.exitCode, 0);
     assert.equal(ok.stdout, 'from-create from-run\n/tmp\n');
+  });
+
+  await step('commands run as `user` in /home/user unless a call names root', async () => {
+    // As https://e2b.dev/docs/template/user-and-workdir shows: whoami is user, pwd /home/user.
+    const me = await sbx.commands.run('whoami; pwd; id -u; echo $HOME');
+    assert.equal(me.stdout, 'user\n/home/user\n1000\n/home/user\n');
+    const root = await sbx.commands.run('whoami; id -u', { user: 'root' });
+    assert.equal(root.stdout, 'root\n0\n');
+    await sbx.files.write('/tmp/owned/by-user.txt', 'x');
+    const owner = await sbx.commands.run('stat -c %U /tmp/owned/by-user.txt /tmp/owned');
+    assert.equal(owner.stdout, 'user\nuser\n');
+    const denied = await sbx.commands.run('touch /etc/nope').catch((e) => e);
+    assert.ok(denied instanceof CommandExitError, `user wrote into /etc: ${denied}`);
   });
 
   await step('stream a command with callbacks', async () => {
@@ -146,6 +160,45 @@ try {
     assert.equal(await Sandbox.kill(sbx.sandboxId), false);
     assert.equal(await sbx.isRunning(), false);
     sbx = null;
+  });
+
+  await step('allowOut with a name: that name on port 80 only, as E2B documents', async () => {
+    // A canary on this machine's loopback, behind the server's test resolver (an extension of
+    // the local server: canary.sandboxio.test and other.sandboxio.test resolve to 198.18.0.1,
+    // whose port 80 leads to the canary). The SDK sends the network rules as E2B's docs show.
+    let hits = 0;
+    const canary = http.createServer((req, res) => { hits += 1; res.end('canary'); });
+    await new Promise((resolve) => canary.listen(0, '127.0.0.1', resolve));
+    try {
+      const reg = await fetch(`${process.env.E2B_API_URL}/_sandboxio/test-network`, {
+        method: 'POST',
+        headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+        body: JSON.stringify({
+          names: { 'canary.sandboxio.test': '198.18.0.1', 'other.sandboxio.test': '198.18.0.1' },
+          routes: { '198.18.0.1:80': `127.0.0.1:${canary.address().port}` },
+        }),
+      });
+      const { token } = await reg.json();
+      const fenced = await Sandbox.create('base', {
+        metadata: { 'sandboxio-test-network': token },
+        network: { allowOut: ['canary.sandboxio.test'], denyOut: [ALL_TRAFFIC] },
+      });
+      try {
+        const get = (host, port = 80) => fenced.commands.run(
+          `python3 -c "import socket; s = socket.create_connection(('${host}', ${port}), 5); ` +
+          `s.sendall(b'GET / HTTP/1.1\\r\\nHost: ${host}\\r\\n\\r\\n'); ` +
+          `print(s.recv(4096).split(b'\\r\\n\\r\\n')[-1].decode())"`);
+        assert.equal((await get('canary.sandboxio.test')).stdout, 'canary\n');
+        assert.equal((await get('other.sandboxio.test')).stdout, '\n');
+        const port = await get('canary.sandboxio.test', 8080).catch((e) => e);
+        assert.ok(port instanceof CommandExitError || port.stdout === '\n', `port 8080: ${port.stdout}`);
+        assert.equal(hits, 1);
+      } finally {
+        await fenced.kill();
+      }
+    } finally {
+      canary.close();
+    }
   });
 
   await step('a wrong API key is an AuthenticationError', async () => {

@@ -89,11 +89,12 @@ std::optional<Problem> E2bMachine::check_create(const CreateOptions& options) co
                    "Drop NetworkPolicy::pinned for e2b://."};
   }
   for (const auto& host : options.network.allow) {
-    if (host.find('*') != std::string::npos || host.find(':') != std::string::npos) {
-      return Problem{
-          errc::PolicyUnenforceable,
-          "E2B's network rules take host names, IP addresses and CIDR ranges, not \"" + host + "\"",
-          "Name each host (no wildcards, no ports)."};
+    // E2B's allowOut takes names, "*.domain" for the subdomains, addresses and ranges, but no
+    // port: a name is matched on ports 80 and 443, whatever the list says.
+    if (host.find(':') != std::string::npos) {
+      return Problem{errc::PolicyUnenforceable,
+                     "E2B's network rules cannot hold a port: \"" + host + "\"",
+                     "List the host without its port; E2B matches names on ports 80 and 443."};
     }
   }
   if (config_.template_id.empty())

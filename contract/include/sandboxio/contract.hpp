@@ -133,6 +133,16 @@ struct Target {
       tls_fetch_probe{};
   /// A command that exits 0 only if `name` resolved inside the sandbox.
   std::function<std::vector<std::string>(const std::string& name)> resolve_probe{};
+  /// For a backend whose sandbox resolves names itself and whose network matches host names
+  /// on the standard ports only, as E2B's does (the Host header on 80, the TLS SNI on 443):
+  /// makes `name` (and `unlisted.sandboxio.test`) resolve inside a sandbox created with
+  /// `options`, with that address's ports 80 and 443 leading to the canaries' ports on this
+  /// machine's loopback, and returns the address. The allow-list rows then list the name
+  /// without a port and fetch it on the standard ports. Empty: a proxy backend, where the rows
+  /// list `name:PORT` and pin the name (NetworkPolicy::pinned).
+  std::function<std::string(CreateOptions& options, const std::string& name, int http_port,
+                            int tls_port)>
+      route_canary{};
   /// Ids of the sandboxes this target's backend holds, for "nothing orphaned" checks.
   std::function<std::vector<std::string>()> live_sandboxes{};
 };

@@ -4,10 +4,13 @@
 // it with the official `e2b` and `@e2b/code-interpreter` npm packages (sdk_scenario.mjs).
 //
 // It really runs what it is asked to run. A sandbox is an overlay of a Debian root filesystem
-// with its own mount, PID and network namespaces (the network namespace has only loopback, so
-// egress is denied); commands enter those namespaces with nsenter. Killing a sandbox (DELETE,
-// or its timeout running out) kills its PID namespace's init, which ends every process in it.
-// Needs root (mount, unshare).
+// with its own mount, PID and network namespaces; commands enter those namespaces with nsenter,
+// as the template's default user `user` unless the call names another. The network namespace
+// has only loopback, so egress is denied, unless network.allowOut lists destinations: then
+// firewall.py enforces allowOut and denyOut the way E2B documents them, reaching only the test
+// routes registered on this server. Killing a sandbox (DELETE, or its timeout running out)
+// kills its PID namespace's init, which ends every process in it. Needs root (mount, unshare,
+// iptables).
 //
 //   node server.mjs --rootfs DIR --state DIR --ports-file FILE [--api-key KEY]
 //                   [--tls-cert PEM --tls-key PEM]
@@ -24,9 +27,20 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const KERNEL = fs.readFileSync(path.join(here, 'kernel.py'), 'utf8');
+const FIREWALL = path.join(here, 'firewall.py');
+// Test resolvers and routes by token, registered through POST /_sandboxio/test-network and
+// named by a sandbox's metadata (TEST_NETWORK_KEY): the names its firewall answers and where
+// its allowed connections go on this machine. An extension of this test server; E2B has none.
+const TEST_NETWORK_KEY = 'sandboxio-test-network';
+const testNetworks = new Map();
 const ENVD_VERSION = '0.6.13';
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const HOME = '/home/user';
+// E2B runs commands as the template's default user, `user` (uid 1000, home /home/user), unless
+// a call names another (envd's Basic authorization, or `username=` on /files); files written
+// through envd are owned by that user. Code-interpreter contexts run as root, as E2B's do.
+// (https://e2b.dev/docs/template/user-and-workdir; envd's upload.go chowns what it writes.)
+const DEFAULT_USER = 'user';
 
 function parseArgs(argv) {
   const out = { apiKey: 'e2b_local_test_key' };
@@ -137,6 +151,60 @@ function waitForChild(pid) {
   }
 }
 
+// The template's default user, added to the sandbox's own copy of /etc when the root
+// filesystem lacks it.
+function addDefaultUser(root) {
+  const passwd = path.join(root, 'etc/passwd');
+  if (!/^user:/m.test(fs.readFileSync(passwd, 'utf8'))) {
+    fs.appendFileSync(passwd, `${DEFAULT_USER}:x:1000:1000::${HOME}:/bin/bash\n`);
+    fs.appendFileSync(path.join(root, 'etc/group'), `${DEFAULT_USER}:x:1000:\n`);
+  }
+  fs.mkdirSync(path.join(root, HOME), { recursive: true });
+  fs.chownSync(path.join(root, HOME), 1000, 1000);
+}
+
+// A user of the sandbox by name, from its /etc/passwd: { name, uid, gid, home }.
+function lookupUser(sb, name) {
+  for (const line of fs.readFileSync(path.join(sb.root, 'etc/passwd'), 'utf8').split('\n')) {
+    const f = line.split(':');
+    if (f[0] === name && f.length >= 6) {
+      return { name, uid: Number(f[2]), gid: Number(f[3]), home: f[5] || '/' };
+    }
+  }
+  return null;
+}
+
+// The user a call runs as: the one its Basic authorization names (envd's RPCs), or the
+// default user. An unknown name is refused, as envd refuses it.
+function callUser(sb, req, named) {
+  let name = named;
+  const auth = /^Basic\s+(\S+)/i.exec(req.headers.authorization ?? '');
+  if (!name && auth) name = Buffer.from(auth[1], 'base64').toString('utf8').split(':')[0];
+  const u = lookupUser(sb, name || DEFAULT_USER);
+  if (!u) throw new ConnectError('unauthenticated', `invalid username: '${name}'`);
+  return u;
+}
+
+// Gives what a call made to the user it ran as, as envd does: the new file or directory, and
+// every directory it had to create on the way.
+function chownMade(sb, made, user) {
+  for (const host of made) {
+    try { fs.chownSync(host, user.uid, user.gid); } catch { /* gone meanwhile */ }
+  }
+}
+
+// mkdir -p that reports which directories it created (host paths, outermost first).
+function makeDirs(host) {
+  const made = [];
+  let at = host;
+  while (!fs.existsSync(at)) {
+    made.unshift(at);
+    at = path.dirname(at);
+  }
+  fs.mkdirSync(host, { recursive: true });
+  return made;
+}
+
 function createSandbox(body) {
   const id = 'i' + crypto.randomBytes(10).toString('hex');
   const dir = path.join(opts.state, id);
@@ -144,7 +212,7 @@ function createSandbox(body) {
   for (const d of ['upper', 'work', 'root']) fs.mkdirSync(path.join(dir, d), { recursive: true });
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o',
     `lowerdir=${opts.rootfs},upperdir=${dir}/upper,workdir=${dir}/work`, root]);
-  fs.mkdirSync(path.join(root, HOME), { recursive: true });
+  addDefaultUser(root);
   // PID 1 of the sandbox: mounts its /proc and its own pseudo-terminals, then reaps orphans
   // until it is killed.
   const init = spawn('unshare', ['--net', '--pid', '--mount', '--fork', '--kill-child',
@@ -176,8 +244,49 @@ function createSandbox(body) {
   sandboxes.set(id, sb);
   allSandboxes.add(sb);
   init.on('exit', () => destroySandbox(sb));
+  sb.ready = startFirewall(sb);
   log('created', id, 'timeout', timeout, 's');
   return sb;
+}
+
+// network.allowOut gets the sandbox a route out, through firewall.py: a veth pair inside its
+// network namespace carries the default route, and iptables there sends every TCP connection
+// (and, when a domain is allowed, DNS for 8.8.8.8) to the firewall on the sandbox's loopback.
+// Anything else leaving is rejected. Without allowOut the namespace keeps loopback alone.
+async function startFirewall(sb) {
+  const allowOut = sb.network?.allowOut ?? [];
+  if (allowOut.length === 0) return;
+  const isDomain = (entry) => !/^[0-9.]+(\/\d+)?$/.test(entry) && !entry.includes(':');
+  const withDomains = allowOut.some(isDomain);
+  const denyOut = [...(sb.network?.denyOut ?? [])];
+  if (!sb.internet) denyOut.push('0.0.0.0/0');
+  const test = testNetworks.get(sb.metadata[TEST_NETWORK_KEY]) ?? {};
+  const config = { allowOut, denyOut, names: test.names ?? {}, routes: test.routes ?? {} };
+  if (withDomains) fs.writeFileSync(path.join(sb.root, 'etc/resolv.conf'), 'nameserver 8.8.8.8\n');
+  const ns = `/proc/${sb.nsPid}/ns/net`;
+  execFileSync('nsenter', [`--net=${ns}`, 'sh', '-ec', [
+    'ip link set lo up',
+    'ip link add sbx0 type veth peer name sbx1',
+    'ip addr add 10.250.0.2/32 dev sbx0',
+    'ip link set sbx0 up', 'ip link set sbx1 up',
+    'ip route add default dev sbx0',
+    'iptables -t nat -A OUTPUT -p tcp ! -d 127.0.0.0/8 -j REDIRECT --to-ports 15001',
+    ...(withDomains
+      ? ['iptables -t nat -A OUTPUT -p udp -d 8.8.8.8 --dport 53 -j REDIRECT --to-ports 15053']
+      : []),
+    // Redirected packets, and the firewall's answers on loopback, pass; nothing else leaves.
+    'iptables -A OUTPUT -o lo -j ACCEPT',
+    'iptables -A OUTPUT -m conntrack --ctstate DNAT,ESTABLISHED,RELATED -j ACCEPT',
+    'iptables -A OUTPUT -j REJECT',
+  ].join('\n')], { stdio: 'pipe' });
+  const fw = spawn('python3', [FIREWALL, ns, JSON.stringify(config)],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  sb.firewall = fw;
+  fw.stderr.on('data', (d) => process.stderr.write(`[${sb.id}] ${d}`));
+  await new Promise((resolve, reject) => {
+    fw.stdout.once('data', (d) => (String(d).startsWith('ready') ? resolve() : reject(new Error(String(d)))));
+    fw.once('exit', (code) => reject(new Error(`the firewall ended (${code})`)));
+  });
 }
 
 function setTimeout_(sb, seconds) {
@@ -216,6 +325,7 @@ function destroySandbox(sb) {
   sb.destroyed = true;
   for (const ctx of sb.contexts.values()) try { ctx.kernel.kill('SIGKILL'); } catch { /* gone */ }
   for (const p of sb.procs.values()) try { p.child.kill('SIGKILL'); } catch { /* gone */ }
+  if (sb.firewall) try { sb.firewall.kill('SIGKILL'); } catch { /* gone */ }
   let tries = 0;
   const cleanup = () => {
     try {
@@ -241,13 +351,14 @@ function destroySandbox(sb) {
 
 // Runs argv inside the sandbox's namespaces, in `cwd`, with `env`. Returns the ChildProcess
 // (nsenter; it forwards the exit status and the signal of what it ran).
-function enter(sb, argv, { cwd = HOME, env = {}, stdin = false } = {}) {
+function enter(sb, argv, { cwd = HOME, env = {}, stdin = false, user = null } = {}) {
   const full = {
-    PATH: DEFAULT_PATH, HOME, USER: 'root', LANG: 'C.UTF-8',
+    PATH: DEFAULT_PATH, HOME: user?.home ?? HOME, USER: user?.name ?? 'root', LANG: 'C.UTF-8',
     ...sb.envVars, ...env,
   };
+  const as = user && user.uid !== 0 ? ['-S', String(user.uid), '-G', String(user.gid)] : [];
   return spawn('nsenter', ['-t', String(sb.nsPid), '--net', '--pid', '--mount', '--root', '--wd',
-    '--', '/bin/sh', '-c', 'cd "$0" && exec "$@"', cwd, ...argv],
+    ...as, '--', '/bin/sh', '-c', 'cd "$0" && exec "$@"', cwd, ...argv],
   { env: full, stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
 }
 
@@ -276,6 +387,15 @@ async function api(req, res) {
     return apiError(res, 401, 'Invalid API key, it must start with e2b_ and be 40 chars long');
   }
   let m;
+  if (req.method === 'POST' && p === '/_sandboxio/test-network') {
+    // {"names": {NAME: ADDRESS}, "routes": {"ADDRESS:PORT": "127.0.0.1:PORT"}} -> {"token"}.
+    const body = await readJson(req);
+    const bad = Object.values(body.routes ?? {}).find((to) => !/^127\.0\.0\.1:\d+$/.test(to));
+    if (bad) return apiError(res, 400, `routes lead to this machine's loopback only, not ${bad}`);
+    const token = crypto.randomBytes(8).toString('hex');
+    testNetworks.set(token, { names: body.names ?? {}, routes: body.routes ?? {} });
+    return sendJson(res, 201, { token });
+  }
   if (req.method === 'POST' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
     const body = await readJson(req);
     if (!body.templateID) return apiError(res, 400, 'templateID is required');
@@ -309,7 +429,15 @@ async function api(req, res) {
       });
       if (gone) return undefined;
     }
-    return sendJson(res, 201, sandboxJson(createSandbox(body)));
+    const sb = createSandbox(body);
+    try {
+      await sb.ready;
+    } catch (e) {
+      log('the firewall of', sb.id, 'failed:', e.message);
+      killSandbox(sb);
+      return apiError(res, 500, `the sandbox's network could not be set up: ${e.message}`);
+    }
+    return sendJson(res, 201, sandboxJson(sb));
   }
   if (req.method === 'GET' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
     const want = new URLSearchParams(url.searchParams.get('metadata') ?? '');
@@ -426,7 +554,8 @@ function endEvent(code, signal) {
 function startProcess(sb, req, res, msg) {
   const cfg = msg.process ?? {};
   if (!cfg.cmd) throw new ConnectError('invalid_argument', 'process.cmd is required');
-  const cwd = cfg.cwd || HOME;
+  const user = callUser(sb, req);
+  const cwd = cfg.cwd || user.home;
   if (!fs.existsSync(hostPath(sb, cwd).host)) {
     throw new ConnectError('invalid_argument', `error starting process: cwd ${cwd} does not exist`);
   }
@@ -438,7 +567,7 @@ function startProcess(sb, req, res, msg) {
       '/dev/null']
     : [cfg.cmd, ...(cfg.args ?? [])];
   const child = enter(sb, argv,
-    { cwd, env: { ...(pty ? { TERM: 'xterm-256color' } : {}), ...(cfg.envs ?? {}) }, stdin: msg.stdin !== false || !!pty });
+    { cwd, user, env: { ...(pty ? { TERM: 'xterm-256color' } : {}), ...(cfg.envs ?? {}) }, stdin: msg.stdin !== false || !!pty });
   const proc = { child, config: cfg, tag: msg.tag, pid: child.pid, streams: new Set([res]) };
   sb.procs.set(child.pid, proc);
   sb.responses.add(res);
@@ -553,11 +682,12 @@ const UNARY = {
     const { abs, host } = hostPath(sb, msg.path);
     try { return { entry: entryInfo(abs, host) }; } catch (e) { throw fsError(e, abs); }
   },
-  'filesystem.Filesystem/MakeDir': (sb, msg) => {
+  'filesystem.Filesystem/MakeDir': (sb, msg, req) => {
     const { abs, host } = hostPath(sb, msg.path);
     if (fs.existsSync(host)) throw new ConnectError('already_exists', `directory already exists: ${abs}`);
+    const user = callUser(sb, req);
     try {
-      fs.mkdirSync(host, { recursive: true });
+      chownMade(sb, makeDirs(host), user);
       return { entry: entryInfo(abs, host) };
     } catch (e) { throw fsError(e, abs); }
   },
@@ -605,7 +735,7 @@ async function connectCall(sb, method, req, res) {
   try {
     if (!handler) throw new ConnectError('unimplemented', `${method} is not implemented`);
     checkConnect(req, false);
-    sendJson(res, 200, handler(sb, await readJson(req)));
+    sendJson(res, 200, handler(sb, await readJson(req), req));
   } catch (e) {
     const err = e instanceof ConnectError ? e : new ConnectError('internal', e.message);
     sendJson(res, CONNECT_STATUS[err.code] ?? 500, { code: err.code, message: err.message });
@@ -648,12 +778,14 @@ async function files(sb, req, res, url) {
   if (req.method !== 'POST') return apiError(res, 405, 'method not allowed');
   const type = req.headers['content-type'] ?? '';
   const written = [];
+  const user = lookupUser(sb, url.searchParams.get('username') || DEFAULT_USER);
+  if (!user) return apiError(res, 401, `error looking up user '${url.searchParams.get('username')}'`);
   const place = (p) => {
     const { abs, host } = hostPath(sb, p);
     if (fs.existsSync(host) && fs.statSync(host).isDirectory()) {
       throw Object.assign(new Error(`path '${abs}' is a directory`), { status: 400 });
     }
-    fs.mkdirSync(path.dirname(host), { recursive: true });
+    chownMade(sb, makeDirs(path.dirname(host)), user);
     return { abs, host };
   };
   try {
@@ -662,12 +794,15 @@ async function files(sb, req, res, url) {
       for (const f of splitMultipart(await readBody(req), boundary)) {
         const { abs, host } = place(target ?? f.filename);
         fs.writeFileSync(host, f.data);
+        chownMade(sb, [host], user);
         written.push({ name: path.posix.basename(abs), path: abs, type: 'file' });
       }
     } else {
       if (!target) return apiError(res, 400, 'path is required for application/octet-stream');
       const { abs, host } = place(target);
-      await pipeline(req, fs.createWriteStream(host));
+      const out = fs.createWriteStream(host);
+      out.once('open', () => chownMade(sb, [host], user));
+      await pipeline(req, out);
       written.push({ name: path.posix.basename(abs), path: abs, type: 'file' });
     }
   } catch (e) {
