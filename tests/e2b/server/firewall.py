@@ -157,8 +157,12 @@ async def pipe(reader, writer):
 
 
 async def connection(rules, reader, writer):
-    sock = writer.get_extra_info('socket')
-    raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    try:
+        raw = writer.get_extra_info('socket').getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    except OSError as e:  # not a redirected connection (no NAT entry): nothing to decide on
+        log('a connection without a destination:', e)
+        writer.close()
+        return
     port, packed = struct.unpack('!2xH4s8x', raw)
     address = socket.inet_ntoa(packed)
     first, name = b'', None
