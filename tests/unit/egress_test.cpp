@@ -4,8 +4,11 @@
 // is recorded holds no path, query or header.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sandboxio/backend/egress.hpp"
 #include "sandboxio/codec/agent.hpp"
+#include "sandboxio/local.hpp"
 #include "sandboxio/machine.hpp"
 
 namespace {
@@ -185,3 +188,87 @@ TEST(AgentCodec, EgressListenCarriesAPortAndRefusesZero) {
 }
 
 }  // namespace
+
+// ---- the host side in a machine: a local:// machine whose agent is this test ----
+
+namespace sandboxio {
+namespace {
+
+TEST(EgressMachine, AnUpstreamThatNeverAnswersGetsA502After30sAndARecordThatSaysSo) {
+  local::Config config;
+  config.bwrap = "/usr/bin/bwrap";
+  config.agent = "/usr/lib/sandboxio/agent";
+  config.id = "local-egress-1";
+  auto machine = local::make_machine(config);
+  Machine& m = *machine;
+  Instant now{};
+  ConnId agent = 0;
+  std::vector<ConnId> upstreams;
+  std::vector<ConnId> closed;
+  std::string to_agent;
+  std::vector<OperationRecord> records;
+  auto drain = [&] {
+    while (auto r = m.poll_request()) {
+      if (auto* o = std::get_if<request::Open>(&*r)) {
+        (o->endpoint.kind == Endpoint::Kind::Process ? agent : upstreams.emplace_back()) = o->conn;
+      } else if (auto* s = std::get_if<request::Send>(&*r); s && s->conn == agent) {
+        to_agent += s->data;
+      } else if (auto* c = std::get_if<request::Close>(&*r)) {
+        closed.push_back(c->conn);
+      }
+    }
+    while (auto e = m.poll_event()) {
+      if (auto* rec = std::get_if<event::Record>(&*e)) records.push_back(rec->record);
+    }
+  };
+  auto from_agent = [&](agent::Type type, std::uint32_t channel, std::string_view payload) {
+    const std::string wire = agent::frame(type, channel, payload);
+    ASSERT_EQ(m.handle_bytes(agent, wire, now), wire.size());
+    drain();
+  };
+  CreateOptions options;
+  options.network = NetworkPolicy::allowing({"canary.test:443"});
+  (void)m.submit_create(options, now);
+  drain();
+  ASSERT_NE(agent, 0u);
+  m.handle_connected(agent, now);
+  from_agent(agent::Type::Welcome, 0, agent::Welcome{}.encode());
+  from_agent(agent::Type::Done, 1, agent::Done{agent::kProxyPort}.encode());
+
+  const std::uint32_t tunnel = agent::kAgentChannel | 1;
+  from_agent(agent::Type::TunnelOpen, tunnel, {});
+  from_agent(agent::Type::TunnelData, tunnel, "CONNECT canary.test:443 HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(upstreams.size(), 1u) << "the allowed host is connected to";
+  // The upstream neither connects nor fails: the machine's own deadline ends the wait.
+  const auto deadline = m.poll_deadline();
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_LE(*deadline - now, std::chrono::seconds(30));
+  to_agent.clear();
+  now += std::chrono::seconds(30);
+  m.handle_timeout(now);
+  drain();
+  EXPECT_NE(std::find(closed.begin(), closed.end(), upstreams[0]), closed.end())
+      << "the transport is told to give up the connect";
+  std::vector<agent::Frame> frames;
+  agent::FrameReader reader;
+  reader.feed(to_agent, [&](agent::Frame f) { frames.push_back(std::move(f)); });
+  std::string said;
+  for (const auto& f : frames) {
+    if (f.channel == tunnel && f.type == agent::Type::TunnelData) said += f.payload;
+  }
+  EXPECT_EQ(said.rfind("HTTP/1.1 502", 0), 0u) << said;
+  EXPECT_NE(said.find("within 30 s"), std::string::npos) << said;
+  // The program's end, then the record, naming the wait.
+  from_agent(agent::Type::TunnelEnd, tunnel, {});
+  const auto egress = std::find_if(records.begin(), records.end(), [](const OperationRecord& r) {
+    return r.operation == Operation::Egress;
+  });
+  ASSERT_NE(egress, records.end());
+  ASSERT_TRUE(egress->egress.has_value());
+  EXPECT_TRUE(egress->egress->allowed);
+  EXPECT_NE(egress->egress->reason.find("within 30 s"), std::string::npos)
+      << egress->egress->reason;
+}
+
+}  // namespace
+}  // namespace sandboxio

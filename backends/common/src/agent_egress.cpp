@@ -142,6 +142,7 @@ void AgentMachine::egress_apply(std::uint32_t channel, EgressTunnel::Step step, 
     upstream.address = std::move(host);
     upstream.port = step.open->port;
     out_.push(request::Open{t.conn, std::move(upstream)});
+    t.connect_by = now + std::chrono::duration_cast<Instant::duration>(kEgressConnectTimeout);
   }
   if (!step.to_upstream.empty() && t.conn != 0 && t.connected)
     out_.push(request::Send{t.conn, std::move(step.to_upstream)});
@@ -209,6 +210,7 @@ void AgentMachine::egress_connected(ConnId id, Instant now) {
   const std::uint32_t channel = c->second;
   HostTunnel& t = tunnels_.at(channel);
   t.connected = true;
+  t.connect_by.reset();
   egress_apply(channel, t.tunnel.upstream_connected(), now);
   egress_feed(channel, now);  // what waited beyond the bound
   auto it = tunnels_.find(channel);
@@ -228,7 +230,35 @@ void AgentMachine::egress_connect_failed(ConnId id, const Problem& problem, Inst
   HostTunnel& t = tunnels_.at(channel);
   t.conn = 0;  // the link has closed it
   t.connected = false;
+  t.connect_by.reset();
   egress_apply(channel, t.tunnel.upstream_failed(problem), now);
+}
+
+std::optional<Instant> AgentMachine::egress_deadline() const {
+  std::optional<Instant> best;
+  for (const auto& [channel, t] : tunnels_) {
+    if (t.connect_by && (!best || *t.connect_by < *best)) best = t.connect_by;
+  }
+  return best;
+}
+
+void AgentMachine::egress_timeout(Instant now) {
+  std::vector<ConnId> late;
+  for (const auto& [channel, t] : tunnels_) {
+    if (t.connect_by && now >= *t.connect_by && t.conn != 0) late.push_back(t.conn);
+  }
+  for (ConnId id : late) {
+    out_.push(request::Close{id});  // the transport gives up on it
+    auto c = egress_conns_.find(id);
+    const auto& up = tunnels_.at(c->second).tunnel.attempt();
+    egress_connect_failed(
+        id,
+        Problem{errc::ConnectionFailed,
+                "no connection to " + up.host + ":" + std::to_string(up.port) + " within " +
+                    std::to_string(kEgressConnectTimeout.count()) + " s",
+                {}},
+        now);
+  }
 }
 
 std::size_t AgentMachine::egress_bytes(ConnId id, std::string_view data, Instant now) {

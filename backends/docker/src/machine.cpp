@@ -95,6 +95,7 @@ void DockerMachine::handle_eof(ConnId id, Instant now) {
 }
 
 void DockerMachine::handle_timeout(Instant now) {
+  egress_timeout(now);
   for (OpId id : due(now)) {
     Op* op = find_op(id);
     if (!op) continue;
@@ -196,7 +197,7 @@ bool DockerMachine::busy() const {
 }
 
 std::optional<Instant> DockerMachine::poll_deadline() const {
-  std::optional<Instant> best = ops_deadline();
+  std::optional<Instant> best = earliest(ops_deadline(), egress_deadline());
   for (const auto& [key, e] : execs_) {
     best = earliest(best, e.reinspect_at);
     best = earliest(best, e.backstop_at);

@@ -116,6 +116,7 @@ class LocalMachine final : public backend::AgentMachine {
   }
 
   void handle_timeout(Instant now) override {
+    egress_timeout(now);
     for (OpId id : due(now)) {
       Op* op = find_op(id);
       if (!op) continue;
@@ -132,7 +133,9 @@ class LocalMachine final : public backend::AgentMachine {
     }
   }
 
-  std::optional<Instant> poll_deadline() const override { return ops_deadline(); }
+  std::optional<Instant> poll_deadline() const override {
+    return earliest(ops_deadline(), egress_deadline());
+  }
 
   // ---- create, connect, info, kill ----
   OpId submit_create(const CreateOptions& options, Instant now) override {

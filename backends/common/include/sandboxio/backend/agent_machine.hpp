@@ -175,6 +175,14 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   /// Upstream bytes, taken as far as the agent's window allows (the rest waits: backpressure).
   std::size_t egress_bytes(ConnId id, std::string_view data, Instant now);
   void egress_eof(ConnId id, Instant now);
+  /// How long an upstream may take to connect: past it, the program gets a 502 naming the
+  /// timeout, and the record says so (a black-holed address would hold the tunnel until the program
+  /// gave up).
+  static constexpr std::chrono::seconds kEgressConnectTimeout{30};
+  /// The earliest upstream connect deadline; include it in poll_deadline().
+  [[nodiscard]] std::optional<Instant> egress_deadline() const;
+  /// Fails the upstream connects whose deadline passed; call from handle_timeout().
+  void egress_timeout(Instant now);
 
   agent::Welcome welcome_{};
   bool agent_ready_ = false;  // the Welcome arrived: commands and files go to the agent
@@ -203,6 +211,7 @@ class AgentMachine : public HttpMachine<AgentOpState> {
     Instant started{};
     ConnId conn = 0;  // the upstream, once asked for
     bool connected = false;
+    std::optional<Instant> connect_by{};  // while the upstream connects
     Bytes held{};  // the client's bytes the tunnel could not take yet (connecting)
     std::uint64_t agent_credit = agent::kTunnelWindow;  // bytes the agent will still take
     bool sent_end = false, got_end = false;
