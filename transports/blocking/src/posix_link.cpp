@@ -306,15 +306,19 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
       if (!c.tls) machine.handle_connected(id, now());  // TLS: once the handshake is done
       continue;
     }
-    if ((fds[i].revents & POLLOUT) && !c.out.empty()) {
+    // As much as the socket takes: one poll per piece would cost a wakeup per frame.
+    while ((fds[i].revents & POLLOUT) && !c.out.empty()) {
       const std::string& front = c.out.front();
-      const ssize_t w = ::send(c.fd, front.data() + c.sent, front.size() - c.sent, MSG_NOSIGNAL);
-      if (w > 0) c.sent += static_cast<std::size_t>(w);
+      const std::size_t left = front.size() - c.sent;
+      const ssize_t w = ::send(c.fd, front.data() + c.sent, left, MSG_NOSIGNAL);
+      if (w <= 0) break;
+      c.sent += static_cast<std::size_t>(w);
       if (c.sent == front.size()) {
         c.out.pop_front();
         c.sent = 0;
       }
       c.refill();
+      if (static_cast<std::size_t>(w) < left) break;  // the socket is full
     }
     if (c.half_close && c.drained()) {
       ::shutdown(c.fd, SHUT_WR);
