@@ -1,6 +1,7 @@
 // The subcommands of the sandboxio command line.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -38,6 +39,14 @@ struct ReapArgs {
 int reap(const ReapArgs& args);
 int mcp(const std::string& backend, const std::string& http, const std::string& routing,
         const std::string& tenant);
+struct BenchArgs {
+  std::string backend;     // DSN; default as `demo` picks
+  int runs = 5;            // sandboxes created and killed; first outputs and streams
+  int rounds = 30;         // run({"true"}) rounds
+  std::uint64_t mib = 64;  // bytes per stdout stream, in MiB
+  bool json = false;
+};
+int bench(const BenchArgs& args);
 /// Prints the completion script for `shell` (bash, zsh or fish), generated from `app`.
 int completion(const CLI::App& app, const std::string& shell, std::ostream& out);
 

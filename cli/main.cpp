@@ -93,6 +93,19 @@ int main(int argc, char** argv) {
   check_cmd->add_option("file", routing_file, "sandboxio-routing.yaml")->required();
   check_cmd->add_flag("--json", json, "machine-readable summary");
 
+  sandboxio::cli::BenchArgs bench_args;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Time create, run, first output, a stdout stream and kill on one backend");
+  bench_cmd->add_option("backend", bench_args.backend,
+                        "DSN to measure (default: the best backend available)");
+  bench_cmd->add_option("--runs", bench_args.runs, "sandboxes, first outputs and streams (5)")
+      ->check(CLI::Range(1, 1000));
+  bench_cmd->add_option("--rounds", bench_args.rounds, "run({\"true\"}) rounds (30)")
+      ->check(CLI::Range(1, 100000));
+  bench_cmd->add_option("--mib", bench_args.mib, "MiB per stdout stream (64)")
+      ->check(CLI::Range(1, 4096));
+  bench_cmd->add_flag("--json", bench_args.json, "one JSON object: min, median, max per measure");
+
   std::string shell;
   auto* completion_cmd = app.add_subcommand(
       "completion", "Print the shell completion script (source <(sandboxio completion bash))");
@@ -123,6 +136,7 @@ int main(int argc, char** argv) {
   try {
     int rc = 0;
     if (demo_cmd->parsed()) rc = sandboxio::cli::demo(backend);
+    if (bench_cmd->parsed()) rc = sandboxio::cli::bench(bench_args);
     if (run_cmd->parsed()) rc = sandboxio::cli::run(run_args);
     if (doctor_cmd->parsed()) rc = sandboxio::cli::doctor(json, image);
     if (reap_cmd->parsed()) rc = sandboxio::cli::reap(reap_args);
