@@ -149,7 +149,7 @@ int bench(const BenchArgs& a) {
   const Style out = style_for(stdout);
   std::cout << "sandboxio bench on " << dsn << " " << out.dim("(" + chosen.second + ")") << "\n"
             << out.dim("  " + std::to_string(a.runs) + " sandboxes, " + std::to_string(a.rounds) +
-                       " runs, " + std::to_string(a.mib) + " MiB per stream")
+                       " rounds of run, " + std::to_string(a.mib) + " MiB per stream")
             << "\n";
   std::printf("  %-26s %12s %12s %12s\n", "", "min", "median", "max");
   for (const auto& m : kMeasures) {
