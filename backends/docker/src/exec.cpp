@@ -9,12 +9,29 @@
 // A timeout, cancel or broken stream kills the tree by its token (kill_by_token, an internal
 // exec of its own); a stream that outlives the kill by kKillBackstop is given up.
 #include <algorithm>
+#include <cctype>
 
 #include "machine.hpp"
 #include "sandboxio/codec/json.hpp"
 #include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio::docker::detail {
+
+namespace {
+
+/// The container is gone: Docker answers 404 ("No such container", "No such exec"); Podman
+/// answers an exec inspected after its container was removed with 500 and "no such container"
+/// ("retrieving exec session ...: container ... does not exist in database: no such container").
+bool container_gone(const backend::Reply& reply) {
+  if (reply.status == 404) return true;
+  if (reply.status != 500) return false;
+  std::string text = reply.message();
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text.find("no such container") != std::string::npos;
+}
+
+}  // namespace
 
 OpId DockerMachine::submit_run(Command command, Instant now) {
   return start_user_exec(Operation::Run, std::move(command), false, now);
@@ -112,7 +129,7 @@ void DockerMachine::create_exec(std::uint64_t key, OpId op, std::string body) {
          if (it == execs_.end()) return;
          if (!r) return exec_failed(key, r.problem(), t);
          const Reply& reply = r.value();
-         if (reply.status == 404 || reply.status == 409) {
+         if (container_gone(reply) || reply.status == 409) {
            gone_ = true;
            return exec_failed(key, gone_problem(), t);
          }
@@ -154,7 +171,7 @@ void DockerMachine::start_exec(std::uint64_t key) {
       e.op, path("/exec/" + e.id + "/start"), std::string(kExecStart),
       [this, key](Result<Reply> r, Instant t) {
         if (!r) return exec_failed(key, r.problem(), t);
-        if (r.value().status == 404 || r.value().status == 409) {
+        if (container_gone(r.value()) || r.value().status == 409) {
           gone_ = true;
           return exec_failed(key, gone_problem(), t);
         }
@@ -308,7 +325,7 @@ void DockerMachine::inspect_exec(std::uint64_t key, Instant) {
     if (it == execs_.end()) return;
     Exec& ex = it->second;
     if (!r) return exec_failed(key, r.problem(), t);
-    if (r.value().status == 404) {  // the container went away under the exec
+    if (container_gone(r.value())) {  // the container went away under the exec
       Exec done = std::move(ex);
       erase_exec(key);
       gone_ = true;
