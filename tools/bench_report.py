@@ -64,7 +64,7 @@ class Report:
     def w(self, text=""):
         self.lines.append(text)
 
-    def local_targets(self, lat, first, out):
+    def local_targets(self, lat, first, out, egress):
         """local:// beside docker:// and a bare bubblewrap spawn, from the same run."""
         mine = "sandboxio local://"
         if mine not in lat:
@@ -75,6 +75,10 @@ class Report:
             if d.get(mine) is None or not d.get(peer):
                 return None
             return d[mine] / d[peer]
+
+        through = egress.get("curl in local:// through the proxy")
+        direct = egress.get("curl on the host, direct")
+        proxied = through / direct if through is not None and direct else None
 
         self.w("### local://: the targets")
         self.w()
@@ -91,6 +95,8 @@ class Report:
             ["`run` latency vs docker:// (the agent)", fmt(of(lat, "sandboxio"), 3), ""],
             ["first output vs docker:// (the agent)", fmt(of(first, "sandboxio"), 3), ""],
             ["stdout throughput vs docker:// (the agent)", fmt(of(out, "sandboxio"), 3), ""],
+            ["download through the egress proxy vs the same curl on the host, direct",
+             fmt(proxied, 3), verdict(proxied, 0.5, True)],
         ])
 
     def table(self, header, rows):
@@ -311,7 +317,8 @@ plot {", ".join(plots)}
             self.w()
             self.explain_agent_misses(of(fw, "raw socket"), of(first, "raw socket"),
                                       s.get("concurrent_peak_mib", {}))
-        self.local_targets(lat, first, out)
+        self.local_targets(lat, first, out,
+                           {k: median(v) for k, v in s.get("egress_download_mib_s", {}).items()})
         peers = [k for k in ["sandboxio", "sandboxio exec path", "sandboxio local://",
                              "bwrap (a process spawn)", "sandboxio local:// gVisor",
                              "sandboxio docker:// gVisor", "raw socket", "dockerode", "docker CLI"]
