@@ -7,12 +7,14 @@ packages=(
   libsimdjson-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
   libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
   mkdocs mkdocs-material python3-yaml zsh fish make bubblewrap python3 procps iproute2 iptables
+  ca-certificates
 )
 # mkdocs and mkdocs-material build the docs site; python3-yaml serves tools/gen_*.py; zsh and
 # fish are there for the completion test (bash is always there). make is CMake's default
 # generator (the install gate's consumer project uses it). bubblewrap is what local:// runs
 # sandboxes in, and python3 and procps (pgrep) what the demo and the tests run inside them.
 # iproute2 and iptables give the local E2B server's sandboxes their egress firewall.
+# ca-certificates is the CA bundle the MCP image carries (mcp/image/build.sh).
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
