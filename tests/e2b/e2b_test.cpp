@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <thread>
+
 #include "e2b_support.hpp"
 #include "sandboxio/codec/base64.hpp"
 #include "sandboxio/e2b.hpp"
@@ -260,6 +262,44 @@ TEST_F(E2b, PauseResumeLifetimeAndPtyAsTypedCalls) {
 
   auto fake = sandboxio::sync::Sandbox::create("fake://");
   EXPECT_EQ(error_of([&] { typed::pause(fake); }).code(), errc::CapabilityNotSupported);
+}
+
+}  // namespace
+
+namespace {
+
+// Keep-alive: the local server counts the client connections that carried requests for a
+// sandbox (an extension of that server; E2B has none).
+int connections_for(const std::string& sandbox) {
+  const std::string out = sandboxio::testing::capture(
+      "curl -fsS 'http://127.0.0.1:" + std::to_string(e2b_server().api) +
+      "/_test/connections?sandbox=" + sandbox + "'");
+  const auto at = out.find("\"connections\":");
+  return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + 14);
+}
+
+TEST_F(E2b, AHundredRunsOnOneSandboxShareOneKeptAliveConnection) {
+  for (const bool tls : {true, false}) {
+    auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn("base", tls));
+    for (int i = 0; i < 100; ++i)
+      ASSERT_EQ(sb.run({"true"}).exit_code, 0) << "run " << i;
+    // One connection to envd served create's readiness check and every run: no handshake
+    // per exchange (the SDK's undici agent does the same).
+    EXPECT_EQ(connections_for(sb.id()), 1) << (tls ? "TLS" : "plain HTTP");
+    sb.kill();
+  }
+}
+
+TEST_F(E2b, AConnectionTheServerClosedWhileIdleIsNotReused) {
+  // Node's server closes an idle connection after 5 s ("Keep-Alive: timeout=5"): we stop
+  // using it a second before, so a run after 4.5 s idle opens a new one and succeeds.
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+  ASSERT_EQ(sb.run({"true"}).exit_code, 0);
+  const int before = connections_for(sb.id());
+  std::this_thread::sleep_for(4500ms);  // the idle time under test, not synchronisation
+  EXPECT_EQ(sb.run({"echo", "again"}).stdout_bytes, "again\n");
+  EXPECT_EQ(connections_for(sb.id()), before + 1);
+  sb.kill();
 }
 
 }  // namespace

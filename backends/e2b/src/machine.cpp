@@ -15,11 +15,16 @@ namespace sandboxio::e2b {
 namespace detail {
 
 E2bMachine::E2bMachine(Config config)
-    : HttpMachine("e2b", IsolationTier::Microvm, "E2B"), config_(std::move(config)) {}
+    : HttpMachine("e2b", IsolationTier::Microvm, "E2B"), config_(std::move(config)) {
+  http_.keep_alive(kIdlePerEndpoint, kIdleLimit);
+}
 
 // ---- inputs ----
 
 void E2bMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) {
+  // An idle connection that died is forgotten; a reused one that died before any reply byte
+  // carries its request again on a new connection, when that is safe.
+  if (http_.forget_idle(id) || http_.retry_stale(id)) return;
   backend::Exchange* x = http_.find(id);
   if (!x) return;
   if (problem.code == errc::ConnectionFailed) {
@@ -33,6 +38,7 @@ void E2bMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) 
 }
 
 void E2bMachine::handle_timeout(Instant now) {
+  http_.expire_idle(now);
   std::vector<OpId> outlived;
   for (const auto& [id, op] : ops_) {
     if (op.backstop && now >= *op.backstop) outlived.push_back(id);
@@ -106,13 +112,17 @@ OpId E2bMachine::submit_kill(Instant now) {
   if (!alive(id)) return id;
   if (sandbox_.empty())
     return fail(id, Problem{errc::SandboxError, "no sandbox yet: nothing to kill", {}}, now);
-  if (gone_) return complete(id, std::monostate{}, now), id;
+  if (gone_) {
+    http_.close_idle();
+    return complete(id, std::monostate{}, now), id;
+  }
   api_call(id, "DELETE", "/sandboxes/" + sandbox_, {}, [this, id](Result<Reply> r, Instant t) {
     if (!alive(id)) return;
     if (!r) return void(fail(id, r.problem(), t));
     const int s = r.value().status;
     if (s != 204 && s != 200 && s != 404) return void(fail(id, api_problem(r.value(), "kill"), t));
     gone_ = true;
+    http_.close_idle();  // nothing more to send
     complete(id, std::monostate{}, t);
   });
   return id;
@@ -152,7 +162,7 @@ std::optional<Instant> E2bMachine::poll_deadline() const {
     best = earliest(best, op.backstop);
   for (const auto& r : retries_)
     best = earliest(best, r.at);
-  return best;
+  return earliest(best, http_.idle_deadline());
 }
 
 Problem E2bMachine::gone_problem() const {

@@ -42,6 +42,10 @@ inline constexpr int kMaxRetries = 3;
 // Bodies up to this size are kept for a retry after 429 (a copy); larger ones are not.
 inline constexpr std::size_t kRetryBodyLimit = std::size_t{1} << 20;
 inline constexpr std::chrono::seconds kMaxRetryAfter = 30s;
+// Keep-alive: idle connections kept per endpoint (control plane, envd, code interpreter), and
+// for how long when the server names no Keep-Alive timeout (undici's default, the SDK's).
+inline constexpr std::size_t kIdlePerEndpoint = 8;
+inline constexpr nanoseconds kIdleLimit = 4s;
 
 // ---- api.cpp: pure helpers ----
 /// Go's os.ProcessState signal strings, as envd reports them ("signal: killed") -> 9.

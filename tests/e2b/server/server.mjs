@@ -239,6 +239,7 @@ function createSandbox(body) {
     procs: new Map(),
     contexts: new Map(),
     responses: new Set(),
+    connections: new Set(),
   };
   setTimeout_(sb, timeout);
   sandboxes.set(id, sb);
@@ -383,6 +384,12 @@ async function api(req, res) {
   const url = new URL(req.url, 'http://x');
   const p = url.pathname;
   if (p === '/health') return sendJson(res, 200, { message: 'Health check successful' });
+  // Test-only: how many TCP connections carried requests for a sandbox (keep-alive tests).
+  if (p === '/_test/connections' && req.method === 'GET') {
+    const sb = sandboxes.get(url.searchParams.get('sandbox') ?? '');
+    if (!sb) return apiError(res, 404, 'no such sandbox');
+    return sendJson(res, 200, { connections: sb.connections.size });
+  }
   if (req.headers['x-api-key'] !== opts.apiKey) {
     return apiError(res, 401, 'Invalid API key, it must start with e2b_ and be 40 chars long');
   }
@@ -942,6 +949,8 @@ async function sandboxPort(req, res) {
   const sb = sandboxes.get(id);
   if (!sb) return apiError(res, 502, `The sandbox ${id} was not found`);
   if (sb.state === 'paused') return apiError(res, 502, `The sandbox ${id} is paused`);
+  // Each client connection that carried a request for this sandbox, by its address and port.
+  sb.connections.add(`${req.socket.remoteAddress}:${req.socket.remotePort}`);
   if (p === '/health') {
     if (port === '49999') return sendJson(res, 200, 'OK');
     res.writeHead(204);

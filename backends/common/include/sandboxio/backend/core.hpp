@@ -131,11 +131,15 @@ class MachineCore : public Machine {
   [[nodiscard]] virtual Problem gone_problem() const = 0;
   /// What operation `id` waits for now ("POST /containers/create"), or empty.
   [[nodiscard]] virtual std::string waiting_for(OpId) const { return {}; }
+  /// Called as each operation opens, before it sends anything: the time, for housekeeping
+  /// that must be current (a driver that idles between calls gives no timeout meanwhile).
+  virtual void opening(Instant) {}
 
   /// Opens an operation and its record. It is failed at once (check alive()) when the machine
   /// had a fatal error, or when Limits::max_pending_operations are in flight (kill() is always
   /// admitted). `command` is kept in the record only with AuditSettings::capture_commands.
   OpId open(Operation operation, Instant now, std::string command = {}) {
+    opening(now);
     const OpId id = ++next_op_;
     Op op{};
     op.started = now;

@@ -1,8 +1,15 @@
-// HTTP exchanges for machines that speak HTTP/1.1 to their backend: one request on a
-// connection of its own, its reply parsed as bytes arrive, handed to a continuation with the
-// reply (or the problem). Heads and bodies can be watched as they come (a stat header, a tar
-// stream, NDJSON lines), bodies are bounded, and a connection may be upgraded (Docker's exec
-// and attach streams), after which its bytes belong to the machine.
+// HTTP exchanges for machines that speak HTTP/1.1 to their backend: one request at a time on
+// a connection, its reply parsed as bytes arrive, handed to a continuation with the reply (or
+// the problem). Heads and bodies can be watched as they come (a stat header, a tar stream,
+// NDJSON lines), bodies are bounded, and a connection may be upgraded (Docker's exec and
+// attach streams), after which its bytes belong to the machine.
+//
+// With keep_alive() on, a reply that ends cleanly leaves its connection idle, and the next
+// request to the same endpoint goes out on it: no TCP or TLS handshake. Idle connections are
+// bounded per endpoint and closed after an idle limit (the peer's Keep-Alive timeout less a
+// second when it gives one, up to ten minutes, as undici does); one the peer closed while idle is
+// forgotten, and a request that finds its reused connection dead before any reply byte goes once
+// more on a new one when it is safe to repeat (GET, HEAD, PUT, DELETE, OPTIONS).
 //
 //   ConnId c = http_.start(op, endpoint, {wire}, [this, op](Result<Reply> r, Instant now) {
 //     if (!r) return void(fail(op, r.problem(), now));
@@ -52,6 +59,11 @@ struct Exchange {
   bool streams_output = false;  // its body is a command's output: held back under backpressure
   std::uint64_t tag = 0;        // the machine's own mark (an exec, the lease)
   std::size_t body_limit = std::size_t{16} << 20;
+  Endpoint to{};                // where it goes (a repeat on a new connection goes there)
+  bool reused = false;          // sent on a kept-alive connection
+  bool answered = false;        // a reply byte came
+  bool spilled = false;         // bytes came after the reply ended
+  std::vector<Bytes> repeat{};  // reused and safe to repeat: the request, to send again
   /// Sees the head once it is complete; a Problem ends the exchange with it.
   std::function<std::optional<Problem>(const http::ResponseParser&, Instant)> on_head{};
   /// Takes a 200 reply's body as it arrives (instead of collecting it); a Problem ends it.
@@ -93,12 +105,44 @@ class Exchanges {
   /// What `op` waits for: the exchanges in flight for it.
   [[nodiscard]] std::string waiting_for(OpId op) const;
 
+  // ---- keep-alive ----
+
+  /// Keeps up to `per_endpoint` idle connections to each endpoint, each for `idle_limit`, or
+  /// for the peer's Keep-Alive timeout less a second when it gives one. Off until called.
+  void keep_alive(std::size_t per_endpoint, std::chrono::nanoseconds idle_limit);
+  /// When the next idle connection is due to be closed.
+  [[nodiscard]] std::optional<Instant> idle_deadline() const;
+  /// Closes the idle connections whose time is up.
+  void expire_idle(Instant now);
+  /// Closes every idle connection (the sandbox has ended).
+  void close_idle();
+  /// An idle connection failed or ended: forgets it. False when `id` is not idle.
+  bool forget_idle(ConnId id);
+  /// A connection failed: when it was reused, no reply byte came and the request is safe to
+  /// repeat, the request goes again on a new connection (true; the exchange keeps its
+  /// continuation under a new ConnId).
+  bool retry_stale(ConnId id);
+  [[nodiscard]] std::size_t idle_count() const { return idle_.size(); }
+  /// Connections opened so far (Open requests), kept-alive ones counted once.
+  [[nodiscard]] std::uint64_t opened() const { return opened_; }
+
  private:
   bool take_progress(ConnId id, Instant now);
+  void keep_or_close(ConnId id, const Exchange& x, Instant now);
+
+  struct Idle {
+    std::string key;
+    Endpoint to;
+    Instant until;
+  };
 
   Outbox& out_;
   std::string peer_;
   std::map<ConnId, Exchange> conns_{};
+  std::map<ConnId, Idle> idle_{};
+  std::size_t per_endpoint_ = 0;  // 0: no keep-alive
+  std::chrono::nanoseconds idle_limit_{};
+  std::uint64_t opened_ = 0;
   ConnId next_ = 1;
 };
 
@@ -119,6 +163,8 @@ class HttpMachine : public MachineCore<State> {
   HttpMachine(std::string scheme, IsolationTier tier, std::string peer)
       : MachineCore<State>(std::move(scheme), tier), http_(this->out_, std::move(peer)) {}
   [[nodiscard]] std::string waiting_for(OpId id) const override { return http_.waiting_for(id); }
+  /// A kept-alive connection idle past its limit is closed before an operation could reuse it.
+  void opening(Instant now) override { http_.expire_idle(now); }
   /// The reply for operation `id`, or nullptr when the operation ended here: it had ended
   /// already, the exchange failed (the operation fails with that problem), or the peer
   /// answered 404 for the sandbox (it is gone: the operation fails with gone_problem()).
