@@ -10,7 +10,10 @@
 // for both; scripts/bench-report starts one and sets them.
 //
 //   sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] [--dsn DSN]
-//                       [--template T] [--json FILE]
+//                       [--template T] [--json FILE] [--rtt-ms N]
+//
+// --rtt-ms only labels the results: the round-trip time comes from the URLs, when they lead
+// through bench/node/delay_proxy.mjs (bench/run.sh does that for its second e2b:// pass).
 #include <iostream>
 #include <string>
 
@@ -28,6 +31,7 @@ struct Options {
   std::string tmpl = "base";
   std::string dsn_options;  // appended to e2b://TEMPLATE (for example ?ca=/path/ca.pem)
   std::string json;
+  int rtt_ms = 0;  // the round-trip time a delaying proxy adds (bench/node/delay_proxy.mjs)
 };
 
 }  // namespace
@@ -53,9 +57,11 @@ int main(int argc, char** argv) {
       o.dsn_options = next();
     } else if (a == "--json") {
       o.json = next();
+    } else if (a == "--rtt-ms") {
+      o.rtt_ms = std::stoi(next());
     } else {
       std::cerr << "usage: sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] "
-                   "[--template T] [--dsn-options ?K=V] [--json FILE]\n";
+                   "[--template T] [--dsn-options ?K=V] [--json FILE] [--rtt-ms N]\n";
       return 2;
     }
   }
@@ -116,13 +122,16 @@ int main(int argc, char** argv) {
   }
   (void)node_number(R"({"op":"close"})", "x");
 
-  print_medians("e2b:// end to end against the local server, template " + o.tmpl, samples);
+  print_medians("e2b:// end to end against the local server, template " + o.tmpl +
+                    (o.rtt_ms ? ", " + std::to_string(o.rtt_ms) + " ms RTT added" : ""),
+                samples);
   if (!o.json.empty()) {
     write_json(o.json,
                {{"template", "\"" + o.tmpl + "\""},
                 {"rounds", std::to_string(o.rounds)},
                 {"runs", std::to_string(o.runs)},
-                {"file_mib", std::to_string(o.file_mib)}},
+                {"file_mib", std::to_string(o.file_mib)},
+                {"rtt_ms", std::to_string(o.rtt_ms)}},
                versions, samples);
   }
   return 0;

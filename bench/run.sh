@@ -63,8 +63,27 @@ E2B_API_KEY=e2b_local_test_key \
   NODE_EXTRA_CA_CERTS=$ca \
   "$bin/sandboxio_bench_e2b" "${e2e_args[@]}" --dsn-options "?ca=$ca" --json "$out/e2b.json"
 
+# The same again at a distance: both clients reach the server through a proxy that adds
+# SBX_BENCH_RTT_MS (default 20) of round-trip time, as E2B's cloud is 20-100 ms away.
+rtt=${SBX_BENCH_RTT_MS:-20}
+echo "==> e2b:// end to end at ${rtt} ms RTT" >&2
+node "$here/bench/node/delay_proxy.mjs" --rtt-ms "$rtt" --ports-file "$out/delay.json" \
+  apiTls="$(port apiTls)" sandboxTls="$(port sandboxTls)" &
+proxy=$!
+trap '{ kill $proxy 2>/dev/null || true; }; stop_server' EXIT
+for _ in $(seq 1 100); do [ -s "$out/delay.json" ] && break; sleep 0.1; done
+[ -s "$out/delay.json" ] || { echo "the delay proxy did not start" >&2; exit 1; }
+via() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$out/delay.json"; }
+E2B_API_KEY=e2b_local_test_key \
+  E2B_API_URL=https://127.0.0.1:$(via apiTls) E2B_SANDBOX_URL=https://127.0.0.1:$(via sandboxTls) \
+  NODE_EXTRA_CA_CERTS=$ca \
+  "$bin/sandboxio_bench_e2b" "${e2e_args[@]}" --dsn-options "?ca=$ca" --rtt-ms "$rtt" \
+  --json "$out/e2b_rtt.json"
+kill $proxy 2>/dev/null || true
+rm -f "$out/delay.json"
+
 python3 "$here/tools/bench_report.py" --engine "$out/engine.json" --docker "$out/docker.json" \
-  --e2b "$out/e2b.json" --machine "$out/machine.txt" --out "$page" --charts "$charts"
+  --e2b "$out/e2b.json" --e2b-rtt "$out/e2b_rtt.json" --machine "$out/machine.txt" --out "$page" --charts "$charts"
 # docs/performance.md is part of llms-full.txt: keep it current (gate.llms_txt checks it).
 if [ "$page" = "$here/docs/performance.md" ]; then
   python3 "$here/tools/gen_llms.py" --write >/dev/null
