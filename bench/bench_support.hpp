@@ -172,6 +172,23 @@ inline double sandboxio_first_output(const std::string& dsn) {
   return ms;
 }
 
+/// What a measured child process printed: {"wall_ms":N,"peak_rss_kib":N,...}.
+struct Measured {
+  double wall_ms = 0;
+  double peak_mib = 0;
+};
+
+inline std::optional<Measured> measure_child(const std::string& cmd) {
+  const std::string line = shell_output(cmd);
+  auto wall = number_in(line, "wall_ms");
+  auto rss = number_in(line, "peak_rss_kib");
+  if (!wall || !rss) {
+    std::cerr << "concurrent: no measurement from: " << cmd << "\n" << line << "\n";
+    return std::nullopt;
+  }
+  return Measured{*wall, *rss / 1024.0};
+}
+
 /// Writes {"params": {...}, "versions": {...}, "samples": {...}}; `params` values are JSON.
 inline void write_json(const std::string& path, const std::map<std::string, std::string>& params,
                        const std::map<std::string, std::string>& versions, const Samples& samples) {

@@ -349,22 +349,6 @@ int concurrent_child(const std::string& mode, int n, const std::string& image) {
   return ok == n ? 0 : 1;
 }
 
-struct Measured {
-  double wall_ms = 0;
-  double peak_mib = 0;
-};
-
-std::optional<Measured> measure_child(const std::string& cmd) {
-  const std::string line = shell_output(cmd);
-  auto wall = number_in(line, "wall_ms");
-  auto rss = number_in(line, "peak_rss_kib");
-  if (!wall || !rss) {
-    std::cerr << "concurrent: no measurement from: " << cmd << "\n" << line << "\n";
-    return std::nullopt;
-  }
-  return Measured{*wall, *rss / 1024.0};
-}
-
 struct Options {
   int rounds = 30;           // latency rounds
   int runs = 5;              // runs of every other scenario

@@ -5,19 +5,26 @@
 //   latency       run({"true"}) on a running sandbox (the SDK: commands.run('true'))
 //   first_output  create a sandbox, run `echo ready`, first output
 //   file          an M MiB file written, then read back
+//   concurrent    K sandboxes each created, running `echo ready` and killed, all at once:
+//                 sandboxio's Asio API from one thread, next to the SDK with Promise.all;
+//                 each in a process of its own, for its wall time and peak memory
 //
 // E2B_API_KEY, E2B_API_URL and E2B_SANDBOX_URL (NODE_EXTRA_CA_CERTS for TLS) name the server
 // for both; scripts/bench-report starts one and sets them.
 //
 //   sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] [--dsn DSN]
-//                       [--template T] [--json FILE] [--rtt-ms N]
+//                       [--template T] [--json FILE] [--rtt-ms N] [--concurrent K]
+//   sandboxio_bench_e2b --concurrent-child K DSN   (one measured process)
 //
 // --rtt-ms only labels the results: the round-trip time comes from the URLs, when they lead
 // through bench/node/delay_proxy.mjs (bench/run.sh does that for its second e2b:// pass).
+#include <asio/io_context.hpp>
+#include <atomic>
 #include <iostream>
 #include <string>
 
 #include "bench_support.hpp"
+#include "sandboxio/async.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -32,12 +39,43 @@ struct Options {
   std::string dsn_options;  // appended to e2b://TEMPLATE (for example ?ca=/path/ca.pem)
   std::string json;
   int rtt_ms = 0;  // the round-trip time a delaying proxy adds (bench/node/delay_proxy.mjs)
+  int concurrent = 100;
 };
+
+// K sandboxes at once from one thread (Asio), each created, running `echo ready` and killed
+// when its handle goes; prints the wall time and this process's peak memory.
+int concurrent_child(int n, const std::string& dsn) {
+  using sandboxio::async::Sandbox;
+  std::atomic<int> ok{0};
+  const auto t = Clock::now();
+  asio::io_context io;
+  for (int i = 0; i < n; ++i) {
+    Sandbox::async_create(io.get_executor(), dsn, {}, [&](std::error_code ec, Sandbox sb) {
+      if (ec) {
+        std::cerr << "asio: create: " << ec.message() << "\n";
+        return;
+      }
+      auto held = std::make_shared<Sandbox>(std::move(sb));
+      sandboxio::Command c;
+      c.argv = {"echo", "ready"};
+      held->async_run(std::move(c), [&, held](std::error_code e, sandboxio::ExecResult r) {
+        if (!e && r.stdout_bytes == "ready\n") ++ok;
+        if (e) std::cerr << "asio: run: " << e.message() << "\n";
+      });  // the handle goes with the last handler: its teardown kills the sandbox
+    });
+  }
+  io.run();
+  std::printf("{\"wall_ms\":%.1f,\"peak_rss_kib\":%ld,\"ok\":%d}\n", ms_since(t), peak_rss_kib(),
+              ok.load());
+  return ok == n ? 0 : 1;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  if (argc == 4 && std::string(argv[1]) == "--concurrent-child")
+    return concurrent_child(std::stoi(argv[2]), argv[3]);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -45,6 +83,9 @@ int main(int argc, char** argv) {
       o.rounds = 5;
       o.runs = 1;
       o.file_mib = 8;
+      o.concurrent = 4;
+    } else if (a == "--concurrent") {
+      o.concurrent = std::stoi(next());
     } else if (a == "--rounds") {
       o.rounds = std::stoi(next());
     } else if (a == "--runs") {
@@ -61,7 +102,8 @@ int main(int argc, char** argv) {
       o.rtt_ms = std::stoi(next());
     } else {
       std::cerr << "usage: sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] "
-                   "[--template T] [--dsn-options ?K=V] [--json FILE] [--rtt-ms N]\n";
+                   "[--template T] [--dsn-options ?K=V] [--json FILE] [--rtt-ms N] "
+                   "[--concurrent K]\n";
       return 2;
     }
   }
@@ -122,6 +164,26 @@ int main(int argc, char** argv) {
   }
   (void)node_number(R"({"op":"close"})", "x");
 
+  std::cerr << "concurrent: " << o.runs << " runs of " << o.concurrent << " sandboxes\n";
+  const std::string self = shell_output("readlink -f /proc/" + std::to_string(::getpid()) + "/exe");
+  const std::string k = std::to_string(o.concurrent);
+  for (int r = 0; r < o.runs; ++r) {
+    const std::vector<std::pair<std::string, std::string>> modes = {
+        {"sandboxio asio, 1 thread", self + " --concurrent-child " + k + " '" + dsn + "'"},
+        {"E2B JS SDK, Promise.all", node ? "node " + std::string(SBX_SOURCE_DIR) +
+                                               "/bench/node/e2b_peer.mjs --concurrent " + k + " " +
+                                               o.tmpl
+                                         : ""},
+    };
+    for (const auto& [name, cmd] : modes) {
+      if (cmd.empty()) continue;
+      if (auto m = measure_child(cmd)) {
+        samples["concurrent_wall_ms"][name].push_back(m->wall_ms);
+        samples["concurrent_peak_mib"][name].push_back(m->peak_mib);
+      }
+    }
+  }
+
   print_medians("e2b:// end to end against the local server, template " + o.tmpl +
                     (o.rtt_ms ? ", " + std::to_string(o.rtt_ms) + " ms RTT added" : ""),
                 samples);
@@ -131,7 +193,8 @@ int main(int argc, char** argv) {
                 {"rounds", std::to_string(o.rounds)},
                 {"runs", std::to_string(o.runs)},
                 {"file_mib", std::to_string(o.file_mib)},
-                {"rtt_ms", std::to_string(o.rtt_ms)}},
+                {"rtt_ms", std::to_string(o.rtt_ms)},
+                {"concurrent", std::to_string(o.concurrent)}},
                versions, samples);
   }
   return 0;

@@ -56,4 +56,23 @@ const ops = {
   },
 };
 
+// `--concurrent N TEMPLATE`: a process of its own that creates N sandboxes at once, runs a
+// command in each and kills them (Promise.all), then prints its wall time and peak memory.
+if (process.argv[2] === '--concurrent') {
+  const n = Number(process.argv[3]);
+  const template = process.argv[4];
+  const t = performance.now();
+  let ok = 0;
+  await Promise.all(Array.from({ length: n }, async () => {
+    const s = await Sandbox.create(template, { timeoutMs: 60_000 });
+    const r = await s.commands.run('echo ready');
+    if (r.exitCode === 0 && r.stdout === 'ready\n') ok += 1;
+    await s.kill();
+  }));
+  const wall = performance.now() - t;
+  // resourceUsage().maxRSS is in KiB, as VmHWM.
+  console.log(JSON.stringify({ wall_ms: wall, peak_rss_kib: process.resourceUsage().maxRSS, ok }));
+  process.exit(ok === n ? 0 : 1);
+}
+
 await serve(ops);
