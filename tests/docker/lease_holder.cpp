@@ -1,16 +1,20 @@
-// Helper for the owner-lease test: creates a docker:// sandbox, prints its id on stdout, then
-// runs a long command in it until someone SIGKILLs this process.
+// Helper for the owner-lease tests: creates a sandbox (docker://, e2b://), prints its id on
+// stdout, then runs a long command in it until someone SIGKILLs this process. With
+// `outlive` as its second argument, the sandbox is created with outlive_owner.
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "sandboxio/sync.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: lease_holder DSN\n";
+    std::cerr << "usage: lease_holder DSN [outlive]\n";
     return 2;
   }
-  auto sb = sandboxio::sync::Sandbox::create(argv[1]);
+  sandboxio::CreateOptions options;
+  options.outlive_owner = argc > 2 && std::string(argv[2]) == "outlive";
+  auto sb = sandboxio::sync::Sandbox::create(argv[1], options);
   std::cout << sb.id() << std::endl;
   sandboxio::Command c;
   c.argv = {"sleep", "300"};

@@ -3,11 +3,18 @@
 // 429 retried as Retry-After says), reaping by metadata, rich outputs, a timed-out cell
 // restarting its context, a sandbox killed from outside, and plain HTTP next to TLS.
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
+
+#include <csignal>
 
 #include <thread>
 
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include "e2b_support.hpp"
+
+#include "sandboxio/async.hpp"
 #include "sandboxio/codec/base64.hpp"
 #include "sandboxio/e2b.hpp"
 #include "sandboxio/sync.hpp"
@@ -300,6 +307,132 @@ TEST_F(E2b, AConnectionTheServerClosedWhileIdleIsNotReused) {
   EXPECT_EQ(sb.run({"echo", "again"}).stdout_bytes, "again\n");
   EXPECT_EQ(connections_for(sb.id()), before + 1);
   sb.kill();
+}
+
+}  // namespace
+
+namespace {
+
+// ---- the owner lease ----
+
+// The local server's answer for GET /sandboxes/ID: 200 while it exists, 404 once it is gone.
+int sandbox_status(const std::string& id) {
+  return std::atoi(sandboxio::testing::capture(
+                       "curl -s -o /dev/null -w '%{http_code}' -H 'X-API-KEY: " +
+                       std::string(sandboxio::testing::kE2bApiKey) + "' http://127.0.0.1:" +
+                       std::to_string(e2b_server().api) + "/sandboxes/" + id)
+                       .c_str());
+}
+
+void remove_sandbox(const std::string& id) {
+  (void)sandboxio::testing::capture(
+      "curl -s -X DELETE -H 'X-API-KEY: " + std::string(sandboxio::testing::kE2bApiKey) +
+      "' http://127.0.0.1:" + std::to_string(e2b_server().api) + "/sandboxes/" + id);
+}
+
+// Starts the lease holder (tests/docker/lease_holder.cpp) on `dsn`, SIGKILLs it once its
+// command runs, and returns the sandbox id and when its owner died.
+std::pair<std::string, std::chrono::steady_clock::time_point> sigkill_owner(const std::string& dsn,
+                                                                            bool outlive) {
+  int out[2];
+  EXPECT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string holder = SBX_LEASE_HOLDER;
+  std::string mode = outlive ? "outlive" : "owned";
+  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(dsn.c_str()), mode.data(),
+                  nullptr};
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string id;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n')
+    id.push_back(c);
+  ::close(out[0]);
+  EXPECT_FALSE(id.empty()) << "the holder did not print a sandbox id";
+  EXPECT_EQ(sandbox_status(id), 200);
+  EXPECT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {id, std::chrono::steady_clock::now()};
+}
+
+TEST_F(E2b, ASandboxWhoseOwnerWasSigkilledEndsWithinTheLease) {
+  const auto [id, killed] = sigkill_owner(e2b_server().dsn() + "&lease=3s", false);
+  while (sandbox_status(id) == 200 && std::chrono::steady_clock::now() - killed < 20s) {
+  }
+  const auto took = std::chrono::steady_clock::now() - killed;
+  EXPECT_EQ(sandbox_status(id), 404) << "the sandbox outlived its SIGKILLed owner by 20 s";
+  // The last renewal asked for 3 s at most: it is gone within the lease (and a second of
+  // the server's own timer).
+  EXPECT_LT(took, 4s) << "the sandbox lived "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms after its owner died, past its 3 s lease";
+}
+
+TEST_F(E2b, AnOutliveOwnerSandboxSurvivesItsOwnersDeath) {
+  const auto [id, killed] = sigkill_owner(e2b_server().dsn() + "&lease=3s", true);
+  // Past the lease it was not given: it is there, with its whole lifetime.
+  while (std::chrono::steady_clock::now() - killed < 5s && sandbox_status(id) == 200) {
+  }
+  EXPECT_EQ(sandbox_status(id), 200) << "an outlive_owner sandbox ended with its owner";
+  remove_sandbox(id);
+}
+
+TEST_F(E2b, AnIdleOwnerKeepsItsLeaseAndDetachGivesBackTheLifetime) {
+  sandboxio::CreateOptions options;
+  options.lifetime = 60s;
+  auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn() + "&lease=3s", options);
+  // The owner makes no call for longer than the lease: the library's keeper renews it.
+  std::this_thread::sleep_for(5s);  // the idle time under test, not synchronisation
+  EXPECT_EQ(sb.run({"echo", "alive"}).stdout_bytes, "alive\n");
+  // detach(): the lease gives way to what is left of the 60 s lifetime.
+  const std::string id = sb.id();
+  sb.detach();
+  std::this_thread::sleep_for(5s);  // past the lease
+  EXPECT_EQ(sandbox_status(id), 200) << "a detached sandbox ended with its lease";
+  remove_sandbox(id);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(E2b, TheAsyncApiRenewsTheLeaseOnItsExecutorAndDetachGivesBackTheLifetime) {
+  using sandboxio::async::Sandbox;
+  asio::io_context io;
+  asio::steady_timer idle(io);
+  std::string id, out;
+  sandboxio::CreateOptions options;
+  options.lifetime = 60s;
+  Sandbox::async_create(
+      io.get_executor(), e2b_server().dsn() + "&lease=3s", options,
+      [&](std::error_code ec, Sandbox created) {
+        ASSERT_FALSE(ec) << ec.message();
+        auto sb = std::make_shared<Sandbox>(std::move(created));
+        // No call for longer than the lease; the io_context runs, and renews it.
+        idle.expires_after(5s);
+        idle.async_wait([&, sb](std::error_code) {
+          sandboxio::Command c;
+          c.argv = {"echo", "alive"};
+          sb->async_run(std::move(c), [&, sb](std::error_code e, sandboxio::ExecResult r) {
+            EXPECT_FALSE(e) << e.message();
+            out = r.stdout_bytes;
+            id = sb->id();
+            sb->detach();  // dropped with this handler: the lease gives way to the lifetime
+          });
+        });
+      });
+  io.run();
+  EXPECT_EQ(out, "alive\n");
+  ASSERT_FALSE(id.empty());
+  std::this_thread::sleep_for(5s);  // past the lease
+  EXPECT_EQ(sandbox_status(id), 200) << "a detached sandbox ended with its lease";
+  remove_sandbox(id);
 }
 
 }  // namespace

@@ -17,6 +17,8 @@ const OptionSpec kOptions[] = {
      "one URL for envd and the code interpreter (default E2B_SANDBOX_URL)"},
     {"domain", OptionType::String, "E2B domain (default E2B_DOMAIN, else e2b.app)"},
     {"ca", OptionType::String, "PEM file of trust anchors for TLS (default SSL_CERT_FILE)"},
+    {"lease", OptionType::Duration,
+     "owner lease: an abandoned sandbox ends within this (default 30s, at least 3s)"},
 };
 
 }  // namespace
@@ -78,6 +80,13 @@ Result<Config> config_for(const Dsn& dsn) {
     auto s = parse_origin(sandbox, c.ca_file);
     if (!s) return s.problem();
     c.sandbox = std::move(s).value();
+  }
+  if (o.has("lease")) {
+    const auto lease = std::chrono::duration_cast<std::chrono::seconds>(o.duration("lease"));
+    if (lease < std::chrono::seconds(3))
+      return Problem{errc::InvalidOption, "e2b:// lease must be at least 3s",
+                     "The lease is renewed every third of it; outlive_owner turns it off."};
+    c.lease = lease;
   }
   c.owner = backend::process_owner();
   c.session = backend::process_session();

@@ -107,7 +107,7 @@ std::string E2bMachine::create_body(bool v1, Instant now) const {
   JsonWriter w;
   w.begin_object();
   w.key("templateID").value(config_.template_id);
-  w.key("timeout").value(static_cast<std::int64_t>(o.lifetime.count()));
+  w.key("timeout").value(static_cast<std::int64_t>(leased_timeout(o.lifetime).count()));
   w.key("metadata").begin_object();
   w.key(labels::kManaged).value("true");
   w.key(labels::kOwner).value(config_.owner);
@@ -161,6 +161,7 @@ void E2bMachine::create_sandbox(OpId id, const std::string& target, Instant now)
       }
       lifetime_ = options_->lifetime;
       expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime_);
+      schedule_renewal(t);
       name_sandbox(sandbox_, id);
       return void(complete(id, sandbox_info(SandboxState::Running, lifetime_), t));
     }
@@ -281,7 +282,10 @@ OpId E2bMachine::submit_resume(std::chrono::seconds lifetime, Instant now) {
   if (sandbox_.empty() || gone_) return fail(id, gone_problem(), now);
   if (lifetime.count() <= 0) lifetime = lifetime_;
   JsonWriter w;
-  w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
+  w.begin_object()
+      .key("timeout")
+      .value(static_cast<std::int64_t>(leased_timeout(lifetime).count()))
+      .end_object();
   api_call(id, "POST", "/v2/sandboxes/" + sandbox_ + "/connect", std::move(w).str(),
            [this, id, lifetime](Result<Reply> r, Instant t) {
              const Reply* reply = reply_for(id, r, t);
@@ -291,6 +295,7 @@ OpId E2bMachine::submit_resume(std::chrono::seconds lifetime, Instant now) {
              paused_ = false;
              lifetime_ = lifetime;
              expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
+             schedule_renewal(t);
              complete(id, sandbox_info(SandboxState::Running, lifetime_), t);
            });
   return id;
@@ -303,7 +308,10 @@ OpId E2bMachine::submit_set_lifetime(std::chrono::seconds lifetime, Instant now)
   if (lifetime.count() <= 0)
     return fail(id, Problem{errc::InvalidCreateOptions, "a lifetime must be positive", {}}, now);
   JsonWriter w;
-  w.begin_object().key("timeout").value(static_cast<std::int64_t>(lifetime.count())).end_object();
+  w.begin_object()
+      .key("timeout")
+      .value(static_cast<std::int64_t>(leased_timeout(lifetime).count()))
+      .end_object();
   api_call(id, "POST", "/sandboxes/" + sandbox_ + "/timeout", std::move(w).str(),
            [this, id, lifetime](Result<Reply> r, Instant t) {
              const Reply* reply = reply_for(id, r, t);
@@ -312,6 +320,84 @@ OpId E2bMachine::submit_set_lifetime(std::chrono::seconds lifetime, Instant now)
                return void(fail(id, api_problem(*reply, "set-timeout"), t));
              lifetime_ = lifetime;
              expires_at_ = t + std::chrono::duration_cast<nanoseconds>(lifetime);
+             schedule_renewal(t);
+             complete(id, std::monostate{}, t);
+           });
+  return id;
+}
+
+// ---- the owner lease ----
+// While the owner holds the sandbox, E2B's timeout is the lease (30 s), renewed every third of
+// it (POST /sandboxes/{id}/timeout, as the SDK's setTimeout): an owner that dies (SIGKILL, a
+// lost machine) stops renewing, and E2B ends the sandbox within the lease instead of at the
+// end of its lifetime. The lifetime still bounds it: a renewal never asks past its end.
+// outlive_owner and re-attached sandboxes have no lease; detach() gives it up
+// (submit_release: the timeout becomes what is left of the lifetime).
+
+bool E2bMachine::leased() const {
+  return options_ && !options_->outlive_owner && !released_ && config_.lease.count() > 0;
+}
+
+std::chrono::seconds E2bMachine::leased_timeout(std::chrono::seconds lifetime) const {
+  return leased() ? std::min(lifetime, config_.lease) : lifetime;
+}
+
+void E2bMachine::schedule_renewal(Instant now) {
+  if (!leased() || config_.lease >= lifetime_) return void(renew_at_.reset());
+  renew_at_ = now + std::chrono::duration_cast<nanoseconds>(config_.lease) / 3;
+}
+
+void E2bMachine::renew_lease(Instant now) {
+  renew_at_.reset();
+  if (!leased() || gone_ || paused_ || sandbox_.empty() || !expires_at_) return;
+  const auto left = std::chrono::ceil<std::chrono::seconds>(*expires_at_ - now);
+  if (left.count() <= 0) return;  // the lifetime is over: E2B ends it
+  renewing_ = true;
+  JsonWriter w;
+  w.begin_object()
+      .key("timeout")
+      .value(static_cast<std::int64_t>(std::min(left, config_.lease).count()))
+      .end_object();
+  api_call(0, "POST", "/sandboxes/" + sandbox_ + "/timeout", std::move(w).str(),
+           [this](Result<Reply> r, Instant t) {
+             renewing_ = false;
+             if (r && r.value().status == 404) {
+               gone_ = true;  // ended: the next call says so
+               return;
+             }
+             if (!leased() || gone_) return;
+             if (r && (r.value().status == 204 || r.value().status == 200)) {
+               if (expires_at_ &&
+                   *expires_at_ - t > std::chrono::duration_cast<nanoseconds>(config_.lease))
+                 schedule_renewal(t);
+               return;
+             }
+             // Unreachable or refused: try again soon; the lease holds two more tries.
+             renew_at_ = t + std::chrono::duration_cast<nanoseconds>(config_.lease) / 6;
+           });
+}
+
+std::optional<OpId> E2bMachine::submit_release(Instant now) {
+  if (!leased() || sandbox_.empty() || gone_) {
+    released_ = true;
+    renew_at_.reset();
+    return std::nullopt;
+  }
+  released_ = true;
+  renew_at_.reset();
+  const OpId id = open(Operation::SetLifetime, now);
+  if (!alive(id)) return id;
+  const auto left =
+      expires_at_ ? std::chrono::ceil<std::chrono::seconds>(*expires_at_ - now) : lifetime_;
+  if (left.count() <= 0) return complete(id, std::monostate{}, now), id;
+  JsonWriter w;
+  w.begin_object().key("timeout").value(static_cast<std::int64_t>(left.count())).end_object();
+  api_call(id, "POST", "/sandboxes/" + sandbox_ + "/timeout", std::move(w).str(),
+           [this, id](Result<Reply> r, Instant t) {
+             const Reply* reply = reply_for(id, r, t);
+             if (!reply) return;
+             if (reply->status != 204 && reply->status != 200)
+               return void(fail(id, api_problem(*reply, "set-timeout"), t));
              complete(id, std::monostate{}, t);
            });
   return id;

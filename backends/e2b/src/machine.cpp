@@ -39,6 +39,7 @@ void E2bMachine::handle_connect_failed(ConnId id, Problem problem, Instant now) 
 
 void E2bMachine::handle_timeout(Instant now) {
   http_.expire_idle(now);
+  if (renew_at_ && now >= *renew_at_ && !renewing_) renew_lease(now);
   std::vector<OpId> outlived;
   for (const auto& [id, op] : ops_) {
     if (op.backstop && now >= *op.backstop) outlived.push_back(id);
@@ -108,6 +109,8 @@ OpId E2bMachine::submit_info(Instant now) {
 }
 
 OpId E2bMachine::submit_kill(Instant now) {
+  renew_at_.reset();  // the lease ends with the sandbox
+  released_ = true;
   const OpId id = open(Operation::Kill, now);
   if (!alive(id)) return id;
   if (sandbox_.empty())
@@ -162,6 +165,7 @@ std::optional<Instant> E2bMachine::poll_deadline() const {
     best = earliest(best, op.backstop);
   for (const auto& r : retries_)
     best = earliest(best, r.at);
+  best = earliest(best, renewing_ ? std::nullopt : renew_at_);
   return earliest(best, http_.idle_deadline());
 }
 

@@ -105,6 +105,10 @@ class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions
   void submit_cancel(OpId id, Instant now) override;
   bool busy() const override;
   std::optional<Instant> poll_deadline() const override;
+  std::optional<OpId> submit_release(Instant now) override;
+  std::optional<Instant> between_calls() const override {
+    return renewing_ ? std::optional<Instant>(Instant{}) : renew_at_;
+  }
 
   // ---- control_plane.cpp (pause, resume and the lifetime are the typed extensions) ----
   OpId submit_create(const CreateOptions& options, Instant now) override;
@@ -162,6 +166,12 @@ class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions
   void create_sandbox(OpId id, const std::string& target, Instant now);
   std::optional<Problem> adopt_sandbox(const json::Value& doc, const std::string& expected);
   void kill_created(const std::string& sandbox_id);
+  // The owner lease: E2B's timeout kept at Config::lease while the owner holds the sandbox.
+  [[nodiscard]] bool leased() const;
+  /// The timeout to ask E2B for when the sandbox should live `lifetime` more.
+  [[nodiscard]] std::chrono::seconds leased_timeout(std::chrono::seconds lifetime) const;
+  void schedule_renewal(Instant now);
+  void renew_lease(Instant now);
   void list_page(OpId id, const std::string& first, const std::string& token, int page,
                  Instant now);
 
@@ -200,6 +210,9 @@ class E2bMachine final : public backend::HttpMachine<OpState>, public Extensions
   std::string domain_{};
   std::chrono::seconds lifetime_{0};
   std::optional<Instant> expires_at_{};
+  std::optional<Instant> renew_at_{};  // the next lease renewal
+  bool renewing_ = false;              // a renewal is in flight
+  bool released_ = false;              // detach(): no lease any more
   bool paused_ = false;
   std::optional<std::pair<std::uint16_t, std::uint16_t>> pty_{};  // for the command being submitted
   std::uint64_t tokens_ = 0;

@@ -276,6 +276,13 @@ class Machine {
   /// Cancels an operation: its remote work is stopped, then event::Cancelled is emitted.
   /// Cancelling a finished or unknown operation does nothing.
   virtual void submit_cancel(OpId op, Instant now) = 0;
+  /// The owner lets the sandbox go (detach()): whatever ties its life to this process ends,
+  /// and it lives out its lifetime. Completes with std::monostate; nullopt when the backend
+  /// has nothing to do for it.
+  virtual std::optional<OpId> submit_release(Instant now) {
+    (void)now;
+    return std::nullopt;
+  }
 
   // ---- outputs ----
   [[nodiscard]] virtual std::optional<Request> poll_request() = 0;
@@ -285,6 +292,11 @@ class Machine {
   /// half-made sandbox after a failed or timed-out create, for example. A driver about to drop
   /// the machine keeps driving it while busy, up to the teardown grace.
   [[nodiscard]] virtual bool busy() const { return false; }
+  /// When the machine must be driven even though no call is in progress (an owner lease to
+  /// renew): that time; a time not after now while such work is in flight (drive on until it
+  /// is done); nullopt when it keeps no time between calls. A driver that drives only during
+  /// calls (the sync API) must drive it then too; the Asio transport drives it anyway.
+  [[nodiscard]] virtual std::optional<Instant> between_calls() const { return std::nullopt; }
   /// What each open operation is waiting for, a line each: for logs and debugging.
   [[nodiscard]] virtual std::string describe(Instant now) const {
     (void)now;
@@ -377,10 +389,12 @@ class ForwardingMachine : public Machine {
     return inner_->submit_remove_managed(std::move(id), now);
   }
   void submit_cancel(OpId op, Instant now) override { inner_->submit_cancel(op, now); }
+  std::optional<OpId> submit_release(Instant now) override { return inner_->submit_release(now); }
   std::optional<Request> poll_request() override { return inner_->poll_request(); }
   std::optional<Event> poll_event() override { return inner_->poll_event(); }
   std::optional<Instant> poll_deadline() const override { return inner_->poll_deadline(); }
   bool busy() const override { return inner_->busy(); }
+  std::optional<Instant> between_calls() const override { return inner_->between_calls(); }
   std::string describe(Instant now) const override { return inner_->describe(now); }
   Machine& backend() noexcept override { return inner_->backend(); }
 

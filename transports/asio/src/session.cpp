@@ -132,6 +132,24 @@ class Session : public std::enable_shared_from_this<Session> {
     start(kill, std::move(keep), nullptr);
   }
 
+  // detach(): the owner lets go. A lease (e2b://) gives way to what is left of the lifetime;
+  // the session lives until the backend confirms.
+  void let_go() {
+    if (released_) return;
+    released_ = true;
+    const std::optional<OpId> op = machine_->submit_release(now());
+    if (!op) return pump();
+    struct Keep final : Waiter {
+      std::shared_ptr<Session> self;
+      void done(std::error_code, Completion) override { self.reset(); }
+    };
+    auto keep = std::make_unique<Keep>();
+    keep->self = shared_from_this();
+    inbox_[*op].waiter = std::move(keep);
+    settle(*op);
+    pump();
+  }
+
  private:
   struct Inbox {
     std::deque<OutputChunk> chunks;
@@ -682,7 +700,10 @@ std::vector<Problem> warnings_of(const std::shared_ptr<Session>& session) {
 }
 
 void release(const std::shared_ptr<Session>& session, bool kill) {
-  if (!kill) return;
+  if (!kill) {
+    asio::dispatch(session->strand(), [session] { session->let_go(); });
+    return;
+  }
   asio::dispatch(session->strand(), [session] { session->kill_and_release(); });
 }
 

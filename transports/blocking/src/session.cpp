@@ -1,5 +1,9 @@
 #include "session.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+#include <thread>
+
 #include "sandboxio/config.hpp"
 #include "sandboxio/duration.hpp"
 
@@ -181,6 +185,112 @@ void Session::block(std::optional<Instant> limit) {
   if (limit && (!wake || *limit < *wake)) wake = limit;
   if (!wake || *wake > link_->now()) link_->wait(*machine_, wake);
   if (deadline && link_->now() >= *deadline) machine_->handle_timeout(link_->now());
+}
+
+// ---- the lease keeper ----
+
+std::optional<Instant> Session::keep_time() {
+  using namespace std::chrono_literals;
+  // The work of one turn (a lease renewal: one exchange) is bounded; what is left waits for
+  // the next turn or the owner's next call.
+  const Instant limit = now() + 10s;
+  pump();
+  std::optional<Instant> due = machine_->between_calls();
+  while (due && *due <= now() && now() < limit) {
+    const std::optional<Instant> deadline = machine_->poll_deadline();
+    if (deadline && *deadline <= now()) {
+      machine_->handle_timeout(now());
+    } else {
+      block(limit);
+    }
+    pump();
+    due = machine_->between_calls();
+  }
+  return due;
+}
+
+namespace {
+
+// One thread for the process, started by the first session that needs it. It sleeps until the
+// earliest time a held session asks for (at most a second, so that a call that moved a time
+// earlier is seen soon), then drives each due session whose owner is not in a call: one that
+// is, is being driven by that call. Sessions are held weakly: a dropped sandbox leaves.
+class Keeper {
+ public:
+  static Keeper& get() {
+    static Keeper keeper;
+    return keeper;
+  }
+  void hold(const std::shared_ptr<Session>& session) {
+    std::lock_guard lock(mu_);
+    for (const auto& w : sessions_) {
+      if (w.lock() == session) return;
+    }
+    sessions_.push_back(session);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    wake_.notify_one();
+  }
+  ~Keeper() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    using namespace std::chrono_literals;
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      std::vector<std::shared_ptr<Session>> live;
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (auto s = it->lock()) {
+          live.push_back(std::move(s));
+          ++it;
+        } else {
+          it = sessions_.erase(it);
+        }
+      }
+      lock.unlock();
+      std::chrono::nanoseconds sleep = 1s;
+      for (auto& s : live) {
+        std::unique_lock<std::recursive_mutex> turn(s->mutex_for_keeper(), std::try_to_lock);
+        if (!turn.owns_lock()) continue;  // the owner is in a call, which drives it
+        std::optional<Instant> next;
+        try {
+          next = s->keep_time();
+        } catch (...) {  // the link failed: the owner's next call will say so
+          next.reset();
+        }
+        if (!next) {
+          // It keeps no time now: let it go (its turn still held, so that a call cannot hand
+          // it back in between); create() and native_call() hand it back when a lease starts.
+          std::lock_guard again(mu_);
+          std::erase_if(sessions_, [&](const std::weak_ptr<Session>& w) { return w.lock() == s; });
+          continue;
+        }
+        sleep = std::clamp<std::chrono::nanoseconds>(*next - s->now(), 1ms, sleep);
+      }
+      live.clear();  // a session dropped meanwhile ends here, outside the keeper's lock
+      lock.lock();
+      if (!stop_) wake_.wait_for(lock, sleep);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::weak_ptr<Session>> sessions_;
+  std::thread thread_;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+void keep_time(const std::shared_ptr<Session>& session) {
+  if (!session->machine().between_calls()) return;
+  Keeper::get().hold(session);
 }
 
 }  // namespace sandboxio::sync::detail

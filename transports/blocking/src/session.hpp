@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,16 @@ class Session {
   /// Forgets an operation whose outcome nobody will read.
   void forget(OpId op) { inbox_.erase(op); }
 
+  /// Held by every call on the sandbox's handles, and by the lease keeper while it drives the
+  /// machine between calls: one thread at a time drives it.
+  [[nodiscard]] std::unique_lock<std::recursive_mutex> hold() {
+    return std::unique_lock<std::recursive_mutex>(mu_);
+  }
+  /// The keeper's turn, with hold() taken: when the machine's between_calls() time has come,
+  /// drives it until that work is done (bounded). Returns the next such time, or nullopt.
+  std::optional<Instant> keep_time();
+  std::recursive_mutex& mutex_for_keeper() { return mu_; }
+
   std::string sandbox_id;
   SandboxInfo info;
   bool detached = false;
@@ -73,6 +84,12 @@ class Session {
   std::map<OpId, Inbox> inbox_;
   std::shared_ptr<AuditDispatcher> audit_;
   std::optional<Problem> audit_failure_;
+  std::recursive_mutex mu_;
 };
+
+/// Hands `session` to the process's lease keeper, a thread that drives the machines whose
+/// between_calls() asks for it while their owner makes no call (an e2b:// owner lease). Does
+/// nothing for a machine that keeps no time between calls.
+void keep_time(const std::shared_ptr<Session>& session);
 
 }  // namespace sandboxio::sync::detail

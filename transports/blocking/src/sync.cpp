@@ -71,6 +71,7 @@ Process::~Process() {
 
 std::optional<OutputChunk> Process::next() {
   if (finished_ || !session_) return std::nullopt;
+  const auto held = session_->hold();
   auto chunk = session_->next_chunk(op_);
   return chunk;
 }
@@ -78,6 +79,7 @@ std::optional<OutputChunk> Process::next() {
 ExecResult Process::wait() {
   if (result_) return *result_;
   if (!session_) throw Error(errc::ProcessClosed, "this Process was moved from");
+  const auto held = session_->hold();
   try {
     result_ = take<ExecResult>(session_->wait(op_), "stream()");
   } catch (const std::system_error& e) {
@@ -93,6 +95,7 @@ ExecResult Process::wait() {
 
 void Process::kill() {
   if (finished_ || !session_) return;
+  const auto held = session_->hold();
   session_->cancel(op_);
   finished_ = true;
   ExecResult cancelled;
@@ -135,6 +138,7 @@ Sandbox Sandbox::create(std::string_view dsn, CreateOptions options, std::unique
   const OpId op = session->track(m.submit_create(session->options(), session->now()));
   session->info = take<SandboxInfo>(session->wait(op), "create()");
   session->sandbox_id = session->info.id;
+  detail::keep_time(session);
   return Sandbox(std::move(session));
 }
 
@@ -164,6 +168,7 @@ IsolationTier Sandbox::tier() const noexcept {
 }
 
 SandboxInfo Sandbox::info() {
+  const auto held = session_->hold();  // the lease keeper drives it between calls
   const OpId op = session_->track(session_->machine().submit_info(session_->now()));
   return take<SandboxInfo>(session_->wait(op), "info()");
 }
@@ -175,12 +180,14 @@ ExecResult Sandbox::run(std::vector<std::string> argv) {
 }
 
 ExecResult Sandbox::run(Command command) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_run(std::move(command), session_->now()));
   return take<ExecResult>(session_->wait(op), "run()");
 }
 
 ExecResult Sandbox::run(Command command, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_run(std::move(command), session_->now()));
   return value_or_code<ExecResult>(*session_, op, "run()", ec);
@@ -193,6 +200,7 @@ Process Sandbox::stream(std::vector<std::string> argv) {
 }
 
 Process Sandbox::stream(Command command) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_stream(std::move(command), session_->now()));
   // An immediate refusal (capability, bad command) is thrown here, not at the first next().
@@ -211,47 +219,55 @@ ExecResult Sandbox::run_code(std::string code) {
 }
 
 ExecResult Sandbox::run_code(CodeRequest request) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_run_code(std::move(request), session_->now()));
   return take<ExecResult>(session_->wait(op), "run_code()");
 }
 
 CodeContext Sandbox::create_context(std::string language) {
+  const auto held = session_->hold();
   const OpId op = session_->track(
       session_->machine().submit_create_context(std::move(language), session_->now()));
   return take<CodeContext>(session_->wait(op), "create_context()");
 }
 
 void Sandbox::write_file(std::string path, Bytes data) {
+  const auto held = session_->hold();
   const OpId op = session_->track(
       session_->machine().submit_write_file(std::move(path), std::move(data), session_->now()));
   (void)session_->wait(op);
 }
 
 void Sandbox::write_file(std::string path, Bytes data, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op = session_->track(
       session_->machine().submit_write_file(std::move(path), std::move(data), session_->now()));
   (void)value_or_code<Completion>(*session_, op, "write_file()", ec);
 }
 
 Bytes Sandbox::read_file(std::string path) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_read_file(std::move(path), session_->now()));
   return take<Bytes>(session_->wait(op), "read_file()");
 }
 
 Bytes Sandbox::read_file(std::string path, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_read_file(std::move(path), session_->now()));
   return value_or_code<Bytes>(*session_, op, "read_file()", ec);
 }
 
 SandboxInfo Sandbox::info(std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op = session_->track(session_->machine().submit_info(session_->now()));
   return value_or_code<SandboxInfo>(*session_, op, "info()", ec);
 }
 
 Process Sandbox::stream(Command command, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_stream(std::move(command), session_->now()));
   ec.clear();
@@ -263,30 +279,35 @@ Process Sandbox::stream(Command command, std::error_code& ec) {
 }
 
 ExecResult Sandbox::run_code(CodeRequest request, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_run_code(std::move(request), session_->now()));
   return value_or_code<ExecResult>(*session_, op, "run_code()", ec);
 }
 
 CodeContext Sandbox::create_context(std::string language, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op = session_->track(
       session_->machine().submit_create_context(std::move(language), session_->now()));
   return value_or_code<CodeContext>(*session_, op, "create_context()", ec);
 }
 
 std::vector<FileInfo> Sandbox::list_files(std::string path, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_list_files(std::move(path), session_->now()));
   return value_or_code<std::vector<FileInfo>>(*session_, op, "list_files()", ec);
 }
 
 void Sandbox::remove_file(std::string path, std::error_code& ec) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_remove_file(std::move(path), session_->now()));
   (void)value_or_code<Completion>(*session_, op, "remove_file()", ec);
 }
 
 void Sandbox::kill(std::error_code& ec) {
+  const auto held = session_->hold();
   ec.clear();
   if (session_->killed) return;
   session_->killed = true;
@@ -301,18 +322,21 @@ Completion Sandbox::native_call(const std::function<OpId(Machine&, Instant)>& su
 }
 
 std::vector<FileInfo> Sandbox::list_files(std::string path) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_list_files(std::move(path), session_->now()));
   return take<std::vector<FileInfo>>(session_->wait(op), "list_files()");
 }
 
 void Sandbox::remove_file(std::string path) {
+  const auto held = session_->hold();
   const OpId op =
       session_->track(session_->machine().submit_remove_file(std::move(path), session_->now()));
   (void)session_->wait(op);
 }
 
 void Sandbox::kill() {
+  const auto held = session_->hold();
   if (session_->killed) return;
   session_->killed = true;
   const OpId op = session_->track(session_->machine().submit_kill(session_->now()));
@@ -321,6 +345,15 @@ void Sandbox::kill() {
 
 void Sandbox::detach() noexcept {
   session_->detached = true;
+  // The owner lets go: a lease (e2b://) gives way to what is left of the lifetime.
+  try {
+    const auto held = session_->hold();
+    if (auto op = session_->machine().submit_release(session_->now())) {
+      session_->track(*op);
+      if (auto r = session_->wait_result(*op); !r) session_->warnings.push_back(r.problem());
+    }
+  } catch (...) {  // noexcept: the sandbox then ends with its lease; the record says why
+  }
 }
 const std::vector<Problem>& Sandbox::warnings() const noexcept {
   return session_->warnings;
@@ -329,8 +362,11 @@ Machine& Sandbox::native() {
   return session_->machine();
 }
 Completion Sandbox::native_call(const std::function<OpId(Machine&, Instant)>& submit) {
+  const auto held = session_->hold();
   const OpId op = session_->track(submit(session_->machine(), session_->now()));
-  return session_->wait(op);
+  Completion done = session_->wait(op);
+  detail::keep_time(session_);  // a new lifetime may bring a lease to renew
+  return done;
 }
 
 // ---- e2b://'s typed extensions ----

@@ -12,6 +12,9 @@
 //   domain=e2b.app                  (default: E2B_DOMAIN, else e2b.app)
 //   ca=FILE                         PEM trust anchors for TLS (default: SSL_CERT_FILE, else the
 //                                   system store)
+//   lease=30s                       the owner lease: E2B's timeout is kept this short and
+//                                   renewed every third of it while the owner lives, so an
+//                                   abandoned sandbox ends within it (not with outlive_owner)
 // The API key is read from E2B_API_KEY only, never from a DSN (DSNs reach logs).
 // What it declares and refuses: docs/reference/backends/e2b.md.
 #pragma once
@@ -50,6 +53,8 @@ struct Config {
   std::string owner{};
   /// Random per process: metadata and command tokens.
   std::string session{};
+  /// The owner lease (see the DSN's lease=): E2B's timeout while the owner holds the sandbox.
+  std::chrono::seconds lease{30};
 };
 
 /// Reads the DSN's options and E2B's own variables (E2B_API_KEY, E2B_DOMAIN, E2B_API_URL,
