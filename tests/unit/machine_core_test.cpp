@@ -3,6 +3,9 @@
 // a deadline on every operation (a stalled file transfer ends with its code, in the sync API).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/docker.hpp"
@@ -18,7 +21,7 @@ using namespace std::chrono_literals;
 // A third-party backend that declares tier UNKNOWN and no capability at all, and does nothing
 // about require_isolation or the network policy: its create() just succeeds.
 struct NoState {};
-class CarelessMachine final : public backend::MachineCore<NoState> {
+class CarelessMachine : public backend::MachineCore<NoState> {
  public:
   CarelessMachine() : MachineCore("careless", IsolationTier::Unknown) {}
   CapabilitySet capabilities() const noexcept override { return {}; }
@@ -102,6 +105,72 @@ const bool registered = [] {
             {}})
       .ok();
 }();
+
+// A backend with an owner lease that needs no I/O: it "renews" whenever its time comes, and
+// counts the renewals. For the sync API's keeper thread, under ThreadSanitizer too.
+std::atomic<int> renewals{0};
+class LeasingMachine final : public CarelessMachine {
+ public:
+  static constexpr std::chrono::milliseconds kEvery{20};
+  CapabilitySet capabilities() const noexcept override {
+    return CapabilitySet{Capability::NetworkPolicy};
+  }
+  OpId submit_create(const CreateOptions& o, Instant now) override {
+    renew_at_ = now + kEvery;
+    return CarelessMachine::submit_create(o, now);
+  }
+  OpId submit_info(Instant now) override {
+    const OpId id = open(Operation::Info, now);
+    complete(id, SandboxInfo{}, now);
+    return id;
+  }
+  OpId submit_kill(Instant now) override {
+    renew_at_.reset();
+    return CarelessMachine::submit_kill(now);
+  }
+  void handle_timeout(Instant now) override {
+    if (renew_at_ && now >= *renew_at_) {
+      ++renewals;
+      renew_at_ = now + kEvery;
+    }
+    CarelessMachine::handle_timeout(now);
+  }
+  std::optional<Instant> poll_deadline() const override {
+    return earliest(ops_deadline(), renew_at_);
+  }
+  std::optional<Instant> between_calls() const override { return renew_at_; }
+
+ private:
+  std::optional<Instant> renew_at_;
+};
+
+const bool leasing_registered = [] {
+  return registry()
+      .add({"leasing",
+            "a backend with an owner lease",
+            [](const Dsn&) -> Result<std::unique_ptr<Machine>> {
+              return std::unique_ptr<Machine>(std::make_unique<LeasingMachine>());
+            },
+            {},
+            {}})
+      .ok();
+}();
+
+TEST(SyncKeeper, AnIdleOwnersLeaseIsKeptAndCallsTakeTurnsWithTheKeeper) {
+  ASSERT_TRUE(leasing_registered);
+  auto sb = sync::Sandbox::create("leasing://");
+  const int before = renewals.load();
+  // The owner makes no call for ten renewal periods: the keeper thread renews meanwhile.
+  std::this_thread::sleep_for(LeasingMachine::kEvery * 10);  // the idle time under test
+  EXPECT_GE(renewals.load() - before, 3) << "nobody renewed the lease between calls";
+  // Calls and the keeper take turns on the machine (ThreadSanitizer watches this preset).
+  for (int i = 0; i < 2000; ++i)
+    (void)sb.info();
+  sb.kill();
+  const int after_kill = renewals.load();
+  std::this_thread::sleep_for(LeasingMachine::kEvery * 5);
+  EXPECT_EQ(renewals.load(), after_kill) << "a killed sandbox's lease was renewed";
+}
 
 errc create_code(const CreateOptions& o) {
   try {

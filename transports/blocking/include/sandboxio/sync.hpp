@@ -1,13 +1,15 @@
 // The sync API: sandboxes driven on the calling thread by the blocking transport. Errors are
 // thrown as sandboxio::Error; N sandboxes cost no extra threads (each one's machine is driven
-// by whichever thread calls into it).
+// by whichever thread calls into it), except one per process for backends with an owner lease
+// to renew between calls (e2b://): that keeper thread drives a sandbox only while no call does.
 //
 //   auto sb = sandboxio::sync::Sandbox::create("docker://python:3.12-slim");
 //   sandboxio::ExecResult r = sb.run({"python3", "-c", "print(6 * 7)"});
 //   for (auto p = sb.stream({"sh", "-c", "echo a; echo b >&2"}); auto c = p.next();) use(*c);
 //
-// A Sandbox is not thread-safe: use one from one thread at a time. Destroying it kills the
-// sandbox (unless CreateOptions::outlive_owner), bounded by SBX_TEARDOWN_GRACE.
+// Use a Sandbox from one thread at a time (calls on one are serialised, not made concurrent).
+// Destroying it kills the sandbox (unless CreateOptions::outlive_owner), bounded by
+// SBX_TEARDOWN_GRACE.
 #pragma once
 
 #include <functional>
