@@ -66,6 +66,9 @@ E2B_API_KEY=e2b_local_test_key \
 # The same again at a distance: both clients reach the server through a proxy that adds
 # SBX_BENCH_RTT_MS (default 20) of round-trip time, as E2B's cloud is 20-100 ms away.
 rtt=${SBX_BENCH_RTT_MS:-20}
+# A 16 MiB file at a distance (the SDK's HTTP/2 windows make a large one take minutes).
+rtt_args=(--file-mib 16)
+[ "$short" = 1 ] && rtt_args=()
 echo "==> e2b:// end to end at ${rtt} ms RTT" >&2
 node "$here/bench/node/delay_proxy.mjs" --rtt-ms "$rtt" --ports-file "$out/delay.json" \
   apiTls="$(port apiTls)" sandboxTls="$(port sandboxTls)" &
@@ -77,7 +80,7 @@ via() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$out/delay.json"; }
 E2B_API_KEY=e2b_local_test_key \
   E2B_API_URL=https://127.0.0.1:$(via apiTls) E2B_SANDBOX_URL=https://127.0.0.1:$(via sandboxTls) \
   NODE_EXTRA_CA_CERTS=$ca \
-  "$bin/sandboxio_bench_e2b" "${e2e_args[@]}" --dsn-options "?ca=$ca" --rtt-ms "$rtt" \
+  "$bin/sandboxio_bench_e2b" "${e2e_args[@]}" "${rtt_args[@]}" --dsn-options "?ca=$ca" --rtt-ms "$rtt" \
   --json "$out/e2b_rtt.json"
 kill $proxy 2>/dev/null || true
 rm -f "$out/delay.json"

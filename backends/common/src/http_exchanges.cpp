@@ -65,7 +65,7 @@ ConnId Exchanges::start(OpId op, const Endpoint& to, std::vector<Bytes> wire, Th
   if (x.what.starts_with("HEAD ")) x.parser->expect_no_body();
   x.then = std::move(then);
   x.to = to;
-  // The idle connection to this endpoint used last (the warmest), when there is one.
+  // The newest idle connection to this endpoint, when there is one.
   ConnId reuse = 0;
   if (per_endpoint_ != 0 && to.kind != Endpoint::Kind::Process) {
     const std::string key = endpoint_key(to);
@@ -287,7 +287,7 @@ void Exchanges::keep_or_close(ConnId id, const Exchange& x, Instant now) {
     if (idle.key != key) continue;
     if (same++ == 0) oldest = cid;
   }
-  if (same >= per_endpoint_) {  // the bound: the one idle longest goes
+  if (same >= per_endpoint_) {  // the bound: the oldest connection goes
     idle_.erase(oldest);
     out_.push(request::Close{oldest});
   }

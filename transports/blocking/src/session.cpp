@@ -191,22 +191,24 @@ void Session::block(std::optional<Instant> limit) {
 
 std::optional<Instant> Session::keep_time() {
   using namespace std::chrono_literals;
-  // The work of one turn (a lease renewal: one exchange) is bounded; what is left waits for
-  // the next turn or the owner's next call.
-  const Instant limit = now() + 10s;
   pump();
   std::optional<Instant> due = machine_->between_calls();
-  while (due && *due <= now() && now() < limit) {
+  if (!due || *due > now()) return due;
+  // Its time has come: a deadline to meet, then the work it started (a renewal's exchange) to
+  // drive. One short slice per turn, so that a call never waits long for the keeper; what is
+  // left is the next turn's.
+  const Instant slice = now() + 50ms;
+  do {
     const std::optional<Instant> deadline = machine_->poll_deadline();
     if (deadline && *deadline <= now()) {
       machine_->handle_timeout(now());
     } else {
-      block(limit);
+      block(slice);
     }
     pump();
     due = machine_->between_calls();
-  }
-  return due;
+  } while (due && *due <= now() && now() < slice);
+  return due && *due <= now() ? std::optional<Instant>(now()) : due;
 }
 
 namespace {

@@ -53,7 +53,8 @@ class Session {
     return std::unique_lock<std::recursive_mutex>(mu_);
   }
   /// The keeper's turn, with hold() taken: when the machine's between_calls() time has come,
-  /// drives it until that work is done (bounded). Returns the next such time, or nullopt.
+  /// drives it for a short slice (50 ms at most). Returns when it needs the next turn (now,
+  /// while its work is still in flight), or nullopt.
   std::optional<Instant> keep_time();
   std::recursive_mutex& mutex_for_keeper() { return mu_; }
 
