@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "sandboxio/async.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace sandboxio::bench {
@@ -170,6 +172,32 @@ inline double sandboxio_first_output(const std::string& dsn) {
   const double ms = ms_since(t);
   (void)p.wait();
   return ms;
+}
+
+/// The concurrent scenario's Asio side: `n` sandboxes at once from this one thread, each
+/// created, running `argv` and torn down when its last handler drops the handle. Returns how
+/// many printed exactly "ready\n".
+inline int concurrent_asio(int n, const std::string& dsn, const std::vector<std::string>& argv) {
+  using sandboxio::async::Sandbox;
+  int ok = 0;
+  asio::io_context io;  // run by this one thread
+  for (int i = 0; i < n; ++i) {
+    Sandbox::async_create(io.get_executor(), dsn, {}, [&](std::error_code ec, Sandbox sb) {
+      if (ec) {
+        std::cerr << "asio: create: " << ec.message() << "\n";
+        return;
+      }
+      auto held = std::make_shared<Sandbox>(std::move(sb));
+      sandboxio::Command c;
+      c.argv = argv;
+      held->async_run(std::move(c), [&, held](std::error_code e, sandboxio::ExecResult r) {
+        if (!e && r.stdout_bytes == "ready\n") ++ok;
+        if (e) std::cerr << "asio: run: " << e.message() << "\n";
+      });  // the handle goes with the last handler: its teardown removes the sandbox
+    });
+  }
+  io.run();
+  return ok;
 }
 
 /// What a measured child process printed: {"wall_ms":N,"peak_rss_kib":N,...}.

@@ -325,24 +325,7 @@ int concurrent_child(const std::string& mode, int n, const std::string& image) {
     for (auto& th : threads)
       th.join();
   } else {
-    using sandboxio::async::Sandbox;
-    asio::io_context io;  // run by this one thread
-    for (int i = 0; i < n; ++i) {
-      Sandbox::async_create(io.get_executor(), dsn, {}, [&](std::error_code ec, Sandbox sb) {
-        if (ec) {
-          std::cerr << "asio: create: " << ec.message() << "\n";
-          return;
-        }
-        auto held = std::make_shared<Sandbox>(std::move(sb));
-        sandboxio::Command c;
-        c.argv = {"sh", "-c", kConcurrentCommand};
-        held->async_run(std::move(c), [&, held](std::error_code e, sandboxio::ExecResult r) {
-          if (!e && r.stdout_bytes == "ready\n") ++ok;
-          if (e) std::cerr << "asio: run: " << e.message() << "\n";
-        });  // the handle goes with the last handler: its teardown removes the container
-      });
-    }
-    io.run();
+    ok = concurrent_asio(n, dsn, {"sh", "-c", kConcurrentCommand});
   }
   std::printf("{\"wall_ms\":%.1f,\"peak_rss_kib\":%ld,\"ok\":%d}\n", ms_since(t), peak_rss_kib(),
               ok.load());

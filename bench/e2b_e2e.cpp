@@ -18,13 +18,10 @@
 //
 // --rtt-ms only labels the results: the round-trip time comes from the URLs, when they lead
 // through bench/node/delay_proxy.mjs (bench/run.sh does that for its second e2b:// pass).
-#include <asio/io_context.hpp>
-#include <atomic>
 #include <iostream>
 #include <string>
 
 #include "bench_support.hpp"
-#include "sandboxio/async.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -45,28 +42,10 @@ struct Options {
 // K sandboxes at once from one thread (Asio), each created, running `echo ready` and killed
 // when its handle goes; prints the wall time and this process's peak memory.
 int concurrent_child(int n, const std::string& dsn) {
-  using sandboxio::async::Sandbox;
-  std::atomic<int> ok{0};
   const auto t = Clock::now();
-  asio::io_context io;
-  for (int i = 0; i < n; ++i) {
-    Sandbox::async_create(io.get_executor(), dsn, {}, [&](std::error_code ec, Sandbox sb) {
-      if (ec) {
-        std::cerr << "asio: create: " << ec.message() << "\n";
-        return;
-      }
-      auto held = std::make_shared<Sandbox>(std::move(sb));
-      sandboxio::Command c;
-      c.argv = {"echo", "ready"};
-      held->async_run(std::move(c), [&, held](std::error_code e, sandboxio::ExecResult r) {
-        if (!e && r.stdout_bytes == "ready\n") ++ok;
-        if (e) std::cerr << "asio: run: " << e.message() << "\n";
-      });  // the handle goes with the last handler: its teardown kills the sandbox
-    });
-  }
-  io.run();
+  const int ok = concurrent_asio(n, dsn, {"echo", "ready"});
   std::printf("{\"wall_ms\":%.1f,\"peak_rss_kib\":%ld,\"ok\":%d}\n", ms_since(t), peak_rss_kib(),
-              ok.load());
+              ok);
   return ok == n ? 0 : 1;
 }
 

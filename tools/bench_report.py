@@ -360,9 +360,7 @@ plot {", ".join(plots)}
                    "hundred CLI processes measure process starts, and their memory is spread "
                    "over a hundred processes.")
             self.w()
-            self.table(["mode", "wall s (median)", "peak memory MiB (median)", "runs"],
-                       [[k, fmt(median(cw[k]) / 1000, 2), fmt(median(cm.get(k, [])), 1),
-                         len(cw[k])] for k in cw])
+            self.concurrent_table(cw, cm)
             self.image(self.bar_chart("docker-concurrent-wall",
                                       f"{p['concurrent']} sandboxes at once: wall time (median)",
                                       "seconds", [(k, median(v) / 1000) for k, v in cw.items()]),
@@ -498,6 +496,12 @@ plot {", ".join(plots)}
                    "e2b run latency distribution")
         self.e2b_concurrent(doc)
 
+    def concurrent_table(self, cw, cm):
+        """Wall time and peak memory of each mode of a concurrent scenario, as medians."""
+        self.table(["mode", "wall s (median)", "peak memory MiB (median)", "runs"],
+                   [[k, fmt(median(cw[k]) / 1000, 2), fmt(median(cm.get(k, [])), 1),
+                     len(cw[k])] for k in cw])
+
     def e2b_concurrent(self, doc):
         p = doc["params"]
         s = doc["samples"]
@@ -511,9 +515,7 @@ plot {", ".join(plots)}
                "fresh process (its peak resident memory is its own; Node's own runtime is "
                "part of the SDK's).")
         self.w()
-        self.table(["mode", "wall s (median)", "peak memory MiB (median)", "runs"],
-                   [[k, fmt(median(cw[k]) / 1000, 2), fmt(median(cm.get(k, [])), 1),
-                     len(cw[k])] for k in cw])
+        self.concurrent_table(cw, cm)
         mine = median(cw.get("sandboxio asio, 1 thread", [0]) or [0])
         sdk = median(cw.get("E2B JS SDK, Promise.all", [0]) or [0])
         if mine and sdk:

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "lease_holder.hpp"
+
 extern char** environ;
 
 namespace sandboxio::testing {
@@ -132,24 +134,10 @@ inline std::string trim_text(std::string s) {
 /// runs in the sandbox, SIGKILLs it and expects the container gone within 2 s (the owner
 /// lease, whichever path serves it: the daemon's attach stream or the agent's).
 inline void expect_sigkilled_owner_ends_sandbox(const std::string& dsn) {
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string holder = SBX_LEASE_HOLDER;
-  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(dsn.c_str()), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  std::string id;
-  char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n')
-    id.push_back(c);
-  ::close(out[0]);
-  ASSERT_FALSE(id.empty()) << "the holder did not print a sandbox id";
+  const LeaseHolder holder = start_lease_holder(dsn);
+  const pid_t pid = holder.pid;
+  const std::string& id = holder.sandbox_id;
+  ASSERT_FALSE(id.empty());
   // Wait until the holder's command runs in the sandbox: the exec is in flight when it dies.
   const auto started = std::chrono::steady_clock::now();
   while (trim_text(capture("docker exec " + id + " pgrep -x sleep")).empty()) {

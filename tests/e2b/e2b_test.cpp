@@ -3,7 +3,6 @@
 // 429 retried as Retry-After says), reaping by metadata, rich outputs, a timed-out cell
 // restarting its context, a sandbox killed from outside, and plain HTTP next to TLS.
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <csignal>
@@ -12,6 +11,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include "../docker/lease_holder.hpp"
 #include "e2b_support.hpp"
 
 #include "sandboxio/async.hpp"
@@ -330,35 +330,16 @@ void remove_sandbox(const std::string& id) {
       "' http://127.0.0.1:" + std::to_string(e2b_server().api) + "/sandboxes/" + id);
 }
 
-// Starts the lease holder (tests/docker/lease_holder.cpp) on `dsn`, SIGKILLs it once its
-// command runs, and returns the sandbox id and when its owner died.
+// Starts the lease holder on `dsn`, SIGKILLs it once its sandbox exists, and returns the
+// sandbox id and when its owner died.
 std::pair<std::string, std::chrono::steady_clock::time_point> sigkill_owner(const std::string& dsn,
                                                                             bool outlive) {
-  int out[2];
-  EXPECT_EQ(::pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string holder = SBX_LEASE_HOLDER;
-  std::string mode = outlive ? "outlive" : "owned";
-  char* args[] = {const_cast<char*>(holder.c_str()), const_cast<char*>(dsn.c_str()), mode.data(),
-                  nullptr};
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, holder.c_str(), &actions, nullptr, args, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  std::string id;
-  char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n')
-    id.push_back(c);
-  ::close(out[0]);
-  EXPECT_FALSE(id.empty()) << "the holder did not print a sandbox id";
-  EXPECT_EQ(sandbox_status(id), 200);
-  EXPECT_EQ(::kill(pid, SIGKILL), 0);
+  const auto holder = sandboxio::testing::start_lease_holder(dsn, outlive);
+  EXPECT_EQ(sandbox_status(holder.sandbox_id), 200);
+  EXPECT_EQ(::kill(holder.pid, SIGKILL), 0);
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {id, std::chrono::steady_clock::now()};
+  ::waitpid(holder.pid, &status, 0);
+  return {holder.sandbox_id, std::chrono::steady_clock::now()};
 }
 
 TEST_F(E2b, ASandboxWhoseOwnerWasSigkilledEndsWithinTheLease) {
