@@ -117,11 +117,27 @@ void Agent::accept_bridge() {
   s.in_fd = s.out_fd = fd;
 }
 
+namespace {
+// Closes a session's descriptor. The owner's are 0 and 1: they stay taken (by /dev/null), or
+// the next command's pipes would get them, and a pipe end already at its target number keeps
+// its close-on-exec flag through dup2 and closes at exec.
+void release_fd(int fd) {
+  if (fd < 0) return;
+  if (fd > 2) {
+    ::close(fd);
+    return;
+  }
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0 || ::dup3(null_fd, fd, O_CLOEXEC) < 0) (void)::close(fd);
+  if (null_fd >= 0 && null_fd != fd) ::close(null_fd);
+}
+}  // namespace
+
 void Agent::end_session(std::uint32_t id) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
-  if (it->second.in_fd >= 0) ::close(it->second.in_fd);
-  if (it->second.out_fd >= 0 && it->second.out_fd != it->second.in_fd) ::close(it->second.out_fd);
+  release_fd(it->second.in_fd);
+  if (it->second.out_fd != it->second.in_fd) release_fd(it->second.out_fd);
   sessions_.erase(it);
   if (id == 0) owner_gone_ = true;
   if (proxy_fd_ >= 0 && proxy_session_ == id) close_proxy();

@@ -157,11 +157,16 @@ std::optional<Agent::Spawned> Agent::spawn(const Spawn& s, int& error, std::stri
     std::vector<std::pair<int, int>> extra;
     for (const auto& [fd, target] : s.extra_fds)
       extra.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 64), target);
-    if (::dup2(s.stdin_open ? in[0] : null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 ||
-        ::dup2(err[1], 2) < 0)
+    // dup2 onto itself keeps close-on-exec: a pipe end already at its number is cleared.
+    auto place = [](int fd, int target) {
+      if (fd < 0) return false;
+      if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
+      return ::dup2(fd, target) >= 0;
+    };
+    if (!place(s.stdin_open ? in[0] : null_fd, 0) || !place(out[1], 1) || !place(err[1], 2))
       child_fail(report[1], errno);
     for (const auto& [fd, target] : extra)
-      if (fd < 0 || ::dup2(fd, target) < 0) child_fail(report[1], errno);
+      if (!place(fd, target)) child_fail(report[1], errno);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) child_fail(report[1], errno);
     if (!s.user.empty()) {
       if (::setgroups(0, nullptr) != 0 && errno != EPERM) child_fail(report[1], errno);

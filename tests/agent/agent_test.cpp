@@ -899,12 +899,17 @@ TEST(AgentBridge, SessionsShareTheAgentButNotTheirChannelsAndEndWhatTheyStarted)
   auto pong = owner->next_on(0);
   ASSERT_TRUE(pong && pong->type == Type::Pong);
 
-  // --outlive: the owner leaves, a later bridge still finds the agent, and may end it.
-  owner->close_input();
+  // --outlive: the owner leaves, a bridge still reaches the agent, and may end it. The
+  // bridge connects first and runs its command once the owner's session is gone (its stdout
+  // closed): the agent's descriptors 0 and 1 are free then, and a command's pipes must not
+  // land on them and close at exec.
   {
     Client later(bridge_argv);
     EXPECT_EQ(later.hello().pid, welcome.pid);
+    owner->close_input();
+    EXPECT_FALSE(owner->next(10s)) << "the owner's session did not end";
     EXPECT_EQ(later.run(1, {"sh", "-c", "echo still"}, {}, path).out, "still\n");
+    EXPECT_EQ(later.run(2, {"sh", "-c", "echo again >&2"}, {}, path).err, "again\n");
     later.send(Type::Shutdown, 0);
     EXPECT_TRUE(later.wait_exit(10s)) << "the bridge did not end with the agent";
   }
