@@ -2,6 +2,9 @@
 // of the same bytes (the physical limit), and the per-operation overhead of run() on fake://.
 //   sandboxio_bench_engine [--benchmark_filter=Demux] [--benchmark_min_time=0.01]
 #include <benchmark/benchmark.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -16,6 +19,7 @@
 #include "sandboxio/docker.hpp"
 #include "sandboxio/e2b.hpp"
 #include "sandboxio/sync.hpp"
+#include "sandboxio/telemetry.hpp"
 
 namespace {
 
@@ -345,6 +349,58 @@ void BM_FakeRunOverhead(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FakeRunOverhead);
+
+// The same in a traced sandbox (a caller's traceparent): each record carries its span ids and
+// each command gets TRACEPARENT, one more environment variable (fake:// keeps a copy of every
+// call's environment for inspection, so here that variable is most of the cost).
+sandboxio::CreateOptions traced_options() {
+  sandboxio::CreateOptions o;
+  o.trace = sandboxio::TraceContext::from_traceparent(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                .value();
+  return o;
+}
+
+void BM_FakeRunTraced(benchmark::State& state) {
+  auto sb = sandboxio::sync::Sandbox::create("fake://", traced_options());
+  for (auto _ : state) {
+    auto r = sb.run({"true"});
+    benchmark::DoNotOptimize(r.exit_code);
+  }
+}
+BENCHMARK(BM_FakeRunTraced);
+
+// And with OpenTelemetry export on, pointed at a port nobody listens on: a span per run is
+// queued, then dropped and counted (the exporter backs off after a refused export), and the
+// operation must not slow down against BM_FakeRunTraced (docs/how-to/observability.md).
+// `dropped` is the exporter's drop counter.
+void BM_FakeRunTracedDeadEndpoint(benchmark::State& state) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  (void)::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  sandboxio::telemetry::OtlpSettings settings;
+  settings.endpoint = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/v1/traces";
+  settings.schedule_delay = std::chrono::milliseconds(100);
+  auto exporter = std::make_shared<sandboxio::telemetry::OtlpExporter>(settings);
+  sandboxio::telemetry::install_process_exporter(exporter);
+  {
+    auto sb = sandboxio::sync::Sandbox::create("fake://", traced_options());
+    for (auto _ : state) {
+      auto r = sb.run({"true"});
+      benchmark::DoNotOptimize(r.exit_code);
+    }
+  }
+  sandboxio::telemetry::install_process_exporter(nullptr);
+  (void)exporter->flush(std::chrono::seconds(5));
+  state.counters["dropped"] = static_cast<double>(exporter->stats().dropped);
+  state.counters["exported"] = static_cast<double>(exporter->stats().exported);
+}
+BENCHMARK(BM_FakeRunTracedDeadEndpoint);
 
 }  // namespace
 

@@ -615,6 +615,15 @@ plot {", ".join(plots)}
             self.w(f"Per-operation overhead of `run` on `fake://` (create nothing, run, collect): "
                    f"**{fake[0]:,.0f} ns**.")
             self.w()
+        traced = m.get("BM_FakeRunTraced")
+        dead = m.get("BM_FakeRunTracedDeadEndpoint")
+        if fake and traced and dead:
+            ratio = dead[0] / traced[0]
+            self.w(f"OpenTelemetry: a traced `run` (span ids, TRACEPARENT for the command) takes "
+                   f"**{traced[0]:,.0f} ns**; with the exporter pointed at a dead endpoint "
+                   f"**{dead[0]:,.0f} ns**, **{ratio:.3f}x** the traced run "
+                   f"({verdict(ratio, 1.05, False)}).")
+            self.w()
         self.image(self.bar_chart("engine-throughput", "engine paths (median)", "GiB/s",
                                   [(n.replace("BM_", ""), bps / 2**30)
                                    for n, (ns, bps) in sorted(m.items()) if bps]),

@@ -12,6 +12,17 @@ Problem queue_full(const Limits& limits) {
       "Wait for some to finish (drain poll_event) before submitting more."};
 }
 
+void trace_record(OperationRecord& record, const std::optional<TraceContext>& trace) {
+  if (!trace || trace->trace_id.empty()) return;
+  record.trace.assign(trace->trace_id, {}, trace->parent_span_id);
+  record.trace.span = span_id_for(trace->span_seed, record.sequence);
+}
+
+void trace_env(const OperationRecord& record, const std::optional<TraceContext>& trace, Env& env) {
+  if (!trace || !record.trace.traced() || env.find("TRACEPARENT") != nullptr) return;
+  env.set("TRACEPARENT", trace->traceparent(record.trace.span_id()));
+}
+
 RecordEnding record_completion(OperationRecord& record, const Completion& value,
                                const Problem& gone) {
   if (const auto* r = std::get_if<ExecResult>(&value)) {

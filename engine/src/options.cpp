@@ -200,6 +200,16 @@ Result<void> CreateOptions::validate() const {
   if (auto r = env.validate(); !r) return r;
   if (auto r = network.validate(); !r) return r;
   if (auto r = resources.validate(); !r) return r;
+  if (trace) {
+    // The ids as a traceparent carries them (trace id may be left for the driver to draw).
+    const std::string probe_trace =
+        trace->trace_id.empty() ? std::string(31, '0') + "1" : trace->trace_id;
+    const std::string probe_parent =
+        trace->parent_span_id.empty() ? std::string(15, '0') + "1" : trace->parent_span_id;
+    if (auto r = TraceContext::from_traceparent("00-" + probe_trace + "-" + probe_parent + "-01");
+        !r)
+      return r.problem();
+  }
   if (audit.sink_timeout <= std::chrono::milliseconds(0)) {
     return invalid("audit.sink_timeout must be positive");
   }

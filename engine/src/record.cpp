@@ -113,6 +113,11 @@ std::string to_json_line(const OperationRecord& r) {
   if (r.exit_code) w.key("exit_code").value(*r.exit_code);
   if (r.termination) w.key("termination").value(to_string(*r.termination));
   if (r.possible_orphan) w.key("possible_orphan").value(true);
+  if (r.trace.traced()) {
+    w.key("trace_id").value(r.trace.trace_id());
+    w.key("span_id").value(r.trace.span_id());
+    if (!r.trace.parent_span_id().empty()) w.key("parent_span_id").value(r.trace.parent_span_id());
+  }
   if (r.egress) {
     const EgressAttempt& e = *r.egress;
     w.key("egress").begin_object();

@@ -17,6 +17,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/codec/base64.hpp"
 #include "sandboxio/e2b.hpp"
+#include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -125,6 +126,35 @@ TEST_F(E2b, ReapingFindsSandboxesByMetadataAndRemovesThem) {
   EXPECT_TRUE(sandboxio::sync::list_managed(dsn, {{"purpose", "reap-test"}}).empty());
   EXPECT_EQ(error_of([&] { sandboxio::sync::remove_managed(dsn, id); }).code(),
             errc::SandboxNotFound);
+}
+
+// A traced sandbox (the caller's traceparent): every record is a span of the caller's trace,
+// and a command and a code cell each see TRACEPARENT naming their own span.
+TEST_F(E2b, CommandsAndCellsSeeTheirOwnSpanInTheCallersTrace) {
+  auto queue = std::make_shared<sandboxio::QueueSink>();
+  sandboxio::CreateOptions o;
+  o.audit.sink = queue;
+  o.trace = sandboxio::TraceContext::from_traceparent(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                .value();
+  std::string command_saw, cell_saw;
+  {
+    auto sb = sandboxio::sync::Sandbox::create(e2b_server().dsn(), o);
+    command_saw = sb.run({"sh", "-c", "echo $TRACEPARENT"}).stdout_bytes;
+    cell_saw = sb.run_code("import os\nprint(os.environ['TRACEPARENT'])").stdout_bytes;
+  }
+  std::map<sandboxio::Operation, std::string> span_of;
+  for (const auto& r : queue->drain()) {
+    EXPECT_EQ(r.trace.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736") << to_string(r.operation);
+    EXPECT_EQ(r.trace.parent_span_id(), "00f067aa0ba902b7") << to_string(r.operation);
+    span_of[r.operation] = std::string(r.trace.span_id());
+  }
+  ASSERT_TRUE(span_of.count(sandboxio::Operation::Run) &&
+              span_of.count(sandboxio::Operation::RunCode));
+  EXPECT_EQ(command_saw,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-" + span_of[sandboxio::Operation::Run] + "-01\n");
+  EXPECT_EQ(cell_saw, "00-4bf92f3577b34da6a3ce929d0e0e4736-" +
+                          span_of[sandboxio::Operation::RunCode] + "-01\n");
 }
 
 TEST_F(E2b, RichOutputsComeAsMimeBundles) {

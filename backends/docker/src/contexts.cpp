@@ -51,6 +51,7 @@ OpId DockerMachine::submit_run_code(CodeRequest request, Instant now) {
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
     if (!agent_python())
       return fail(id, unsupported(Capability::StatefulCode, "run_code() in a context"), now);
+    traced(id, request.env);
     code_start(id, std::move(request), now);
     return id;
   }

@@ -19,6 +19,7 @@ namespace sandboxio::docker::detail {
 
 OpId DockerMachine::submit_create(const CreateOptions& options, Instant now) {
   const OpId id = open(Operation::Create, now);
+  if (Op* o = find_op(id)) trace_record(o->record, options.trace);
   if (!alive(id)) return id;
   if (!container_.empty())
     return fail(id,
@@ -41,6 +42,7 @@ OpId DockerMachine::submit_create(const CreateOptions& options, Instant now) {
 OpId DockerMachine::submit_connect(std::string sandbox_id, const CreateOptions& options,
                                    Instant now) {
   const OpId id = open(Operation::Connect, now);
+  if (Op* o = find_op(id)) trace_record(o->record, options.trace);
   if (!alive(id)) return id;
   if (!container_.empty())
     return fail(id, Problem{errc::ApiMisuse, "this machine already holds a sandbox", {}}, now);

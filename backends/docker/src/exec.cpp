@@ -56,6 +56,7 @@ OpId DockerMachine::start_user_exec(Operation operation, Command command, bool s
            operation == Operation::RunCode && command.argv.size() == 3 ? command.argv[2]
                                                                        : shell_join(command.argv));
   if (!alive(id)) return id;
+  traced(id, command.env);
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
   if (command.argv.empty())
     return fail(id, Problem{errc::ExecutionFailed, "the command is empty", {}}, now);

@@ -12,6 +12,7 @@ namespace sandboxio::e2b::detail {
 OpId E2bMachine::submit_run_code(CodeRequest request, Instant now) {
   const OpId id = open(Operation::RunCode, now, request.code);
   if (!alive(id)) return id;
+  traced(id, request.env);
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
   Op& op = (*find_op(id));
   op.kind = OpState::Kind::Code;

@@ -14,6 +14,7 @@ namespace sandboxio::e2b::detail {
 
 OpId E2bMachine::submit_create(const CreateOptions& options, Instant now) {
   const OpId id = open(Operation::Create, now);
+  if (Op* o = find_op(id)) trace_record(o->record, options.trace);
   if (!alive(id)) return id;
   if (auto p = check_create(options)) return fail(id, std::move(*p), now);
   adopt(options);
@@ -27,6 +28,7 @@ OpId E2bMachine::submit_create(const CreateOptions& options, Instant now) {
 
 OpId E2bMachine::submit_connect(std::string sandbox_id, const CreateOptions& options, Instant now) {
   const OpId id = open(Operation::Connect, now);
+  if (Op* o = find_op(id)) trace_record(o->record, options.trace);
   if (!alive(id)) return id;
   if (!sandbox_.empty())
     return fail(id, Problem{errc::ApiMisuse, "this machine already holds a sandbox", {}}, now);

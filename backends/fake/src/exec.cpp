@@ -19,6 +19,7 @@ OpId FakeMachine::submit_stream(Command command, Instant now) {
 OpId FakeMachine::submit_run_code(CodeRequest request, Instant now) {
   const OpId id = open(Operation::RunCode, now, request.code);
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
+  if (options_) trace_env(ops_.at(id).record, options_->trace, request.env);
   if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
   if (request.language != "python") {
     return fail(id,
@@ -149,6 +150,7 @@ detail::ShellEnv FakeMachine::shell_env(const Env& extra, const std::string& wor
 OpId FakeMachine::start_exec(Operation operation, Command command, Instant now) {
   const OpId id = open(operation, now, shell_join(command.argv));
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
+  if (options_) trace_env(ops_.at(id).record, options_->trace, command.env);
   if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
   if (command.argv.empty())
     return fail(id, Problem{errc::ExecutionFailed, "the command is an empty argument list", {}},

@@ -15,6 +15,7 @@ OpId FakeMachine::submit_create(const CreateOptions& options, Instant now) {
   const OpId id = open(Operation::Create, now, {});
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
   Op& op = ops_.at(id);
+  trace_record(op.record, options.trace);
   if (auto p = check_create(options); !p.detail.empty()) return fail(id, std::move(p), now);
   options_ = options;
   redactor_.add_secrets(options.env.secret_values());
@@ -30,6 +31,7 @@ OpId FakeMachine::submit_connect(std::string sandbox_id, const CreateOptions& op
                                  Instant now) {
   const OpId id = open(Operation::Connect, now, {});
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
+  trace_record(ops_.at(id).record, options.trace);
   if (!profile_.capabilities.contains(Capability::Reattach)) {
     return fail(id, unsupported(Capability::Reattach, "connect()"), now);
   }
@@ -199,6 +201,7 @@ OpId FakeMachine::open(Operation operation, Instant now, std::string command) {
   op.record.network_policy = (options_ ? options_->network : NetworkPolicy{}).describe();
   if (options_ && options_->audit.capture_commands && !command.empty())
     op.record.command = std::move(command);
+  if (options_) trace_record(op.record, options_->trace);
   const bool full = operation != Operation::Kill &&
                     ops_.size() >= limits_.max_pending_operations;  // teardown is never refused
   ops_.emplace(id, std::move(op));

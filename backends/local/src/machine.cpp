@@ -140,6 +140,7 @@ class LocalMachine final : public backend::AgentMachine {
   // ---- create, connect, info, kill ----
   OpId submit_create(const CreateOptions& options, Instant now) override {
     const OpId id = open(Operation::Create, now);
+    if (Op* o = find_op(id)) trace_record(o->record, options.trace);
     if (!alive(id)) return id;
     if (started_)
       return fail(id,
@@ -219,6 +220,7 @@ class LocalMachine final : public backend::AgentMachine {
   OpId submit_run_code(CodeRequest request, Instant now) override {
     const OpId id = open(Operation::RunCode, now, request.code);
     if (!alive(id)) return id;
+    traced(id, request.env);
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
     if (request.language != "python") {
       return fail(id,
@@ -389,6 +391,7 @@ class LocalMachine final : public backend::AgentMachine {
   OpId start_command(Operation operation, Command command, bool streaming, Instant now) {
     const OpId id = open(operation, now, shell_join(command.argv));
     if (!alive(id)) return id;
+    traced(id, command.env);
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
     if (command.argv.empty())
       return fail(id, Problem{errc::ExecutionFailed, "the command is empty", {}}, now);

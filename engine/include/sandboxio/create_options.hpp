@@ -19,6 +19,7 @@
 #include "sandboxio/network_policy.hpp"
 #include "sandboxio/resources.hpp"
 #include "sandboxio/result.hpp"
+#include "sandboxio/trace.hpp"
 
 namespace sandboxio {
 
@@ -116,6 +117,11 @@ struct CreateOptions {
   std::optional<std::chrono::milliseconds> teardown_grace{};
   /// Queue bounds and the default operation deadline for this sandbox's machine.
   Limits limits{};
+  /// The W3C trace this sandbox's records are spans of, under the caller's span: each record
+  /// gets a span id, and each command and code cell sees TRACEPARENT naming its own span.
+  /// Unset: the transport takes TRACEPARENT from the environment, or starts a trace when
+  /// OpenTelemetry export is on (docs/how-to/observability.md); otherwise nothing is traced.
+  std::optional<TraceContext> trace{};
 
   /// Checks every field; the first problem found is returned.
   [[nodiscard]] Result<void> validate() const;

@@ -201,6 +201,13 @@ using Event = std::variant<event::Output, event::Done, event::Failed, event::Can
 /// How a completed operation ends in its record. An ExecResult's exit code and termination go
 /// into the record; a command killed at its timeout is Outcome::Timeout (SBX_E1302), one whose
 /// sandbox ended under it is Outcome::Failed with `gone`; anything else is Outcome::Ok.
+/// Labels a record with its span in `trace` (nothing when there is none, or it has no trace id
+/// yet): the trace, a span id from the record's sequence, the caller's span as parent.
+void trace_record(OperationRecord& record, const std::optional<TraceContext>& trace);
+/// Hands a traced record's span to the program it runs: TRACEPARENT in `env`, unless the
+/// caller set one of their own.
+void trace_env(const OperationRecord& record, const std::optional<TraceContext>& trace, Env& env);
+
 struct RecordEnding {
   Outcome outcome = Outcome::Ok;
   std::optional<Problem> problem{};

@@ -18,6 +18,7 @@
 #include "sandboxio/isolation.hpp"
 #include "sandboxio/redact.hpp"
 #include "sandboxio/result.hpp"
+#include "sandboxio/trace.hpp"
 
 namespace sandboxio {
 
@@ -79,6 +80,8 @@ struct OperationRecord {
   std::optional<Termination> termination{};
   bool possible_orphan = false;           // teardown's grace expired
   std::optional<EgressAttempt> egress{};  // Operation::Egress: the connection
+  /// The record's span in a W3C trace (CreateOptions::trace); unset when not traced.
+  SpanIds trace{};
   bool closed = false;
 
   friend bool operator==(const OperationRecord&, const OperationRecord&) = default;

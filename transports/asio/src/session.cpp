@@ -19,6 +19,7 @@
 #include "sandboxio/peer.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/spawn.hpp"
+#include "sandboxio/telemetry.hpp"
 #include "sandboxio/tls.hpp"
 
 namespace sandboxio::async::detail {
@@ -34,11 +35,13 @@ class Session : public std::enable_shared_from_this<Session> {
         epoch_(std::chrono::steady_clock::now()),
         wall_epoch_(std::chrono::system_clock::now()) {
     audit_ = shared_audit_dispatcher(options_.audit);
+    exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
     machine_->handle_wall_clock(Instant{}, wall_epoch_);  // now() counts from epoch_
   }
 
   asio::strand<asio::any_io_executor>& strand() { return strand_; }
   Machine& machine() { return *machine_; }
+  const CreateOptions& options() const noexcept { return options_; }
 
   Instant now() const {
     return Instant(
@@ -286,6 +289,7 @@ class Session : public std::enable_shared_from_this<Session> {
             e.record.started =
                 wall_epoch_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
                                   e.started.time_since_epoch());
+            if (exporter_) (void)exporter_->write(e.record);
             if (audit_) (void)audit_->deliver(e.record, [this](const Problem& p) { warn(p); });
           } else if constexpr (std::is_same_v<E, event::Warning>) {
             warn(e.problem);
@@ -575,6 +579,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point epoch_;
   std::chrono::system_clock::time_point wall_epoch_;
   std::shared_ptr<AuditDispatcher> audit_;
+  std::shared_ptr<telemetry::OtlpExporter> exporter_;  // the process's, when traces are on
   std::map<OpId, Inbox> inbox_;
   std::map<ConnId, Conn> conns_;
   bool armed_ = false;
@@ -674,6 +679,7 @@ void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool
   }
   auto session = std::make_shared<Session>(ex, std::move(machine), options);
   keep(session);
+  options = session->options();  // with its trace (telemetry::attach)
   Submit submit =
       connect
           ? Submit([id = std::move(id), options](Machine& m, Instant now) mutable {

@@ -15,6 +15,7 @@ Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
       options_(std::move(options)),
       link_(link ? std::move(link) : make_posix_link()),
       audit_(shared_audit_dispatcher(options_.audit)) {
+  exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
   machine_->handle_wall_clock(now(), link_->wall(now()));
 }
 
@@ -55,6 +56,7 @@ bool Session::refused(OpId op) const {
 
 void Session::deliver_record(event::Record ev) {
   ev.record.started = link_->wall(ev.started);
+  if (exporter_) (void)exporter_->write(ev.record);
   if (!audit_) return;
   auto r = audit_->deliver(ev.record, [this](const Problem& p) { warn(p); });
   if (!r && !audit_failure_) audit_failure_ = r.problem();

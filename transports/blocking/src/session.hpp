@@ -15,6 +15,7 @@
 #include "sandboxio/link.hpp"
 #include "sandboxio/machine.hpp"
 #include "sandboxio/sinks.hpp"
+#include "sandboxio/telemetry.hpp"
 
 namespace sandboxio::sync::detail {
 
@@ -84,6 +85,7 @@ class Session {
   std::unique_ptr<Link> link_;
   std::map<OpId, Inbox> inbox_;
   std::shared_ptr<AuditDispatcher> audit_;
+  std::shared_ptr<telemetry::OtlpExporter> exporter_;  // the process's, when traces are on
   std::optional<Problem> audit_failure_;
   std::recursive_mutex mu_;
 };

@@ -18,3 +18,4 @@
 #include "sandboxio/routing.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
+#include "sandboxio/telemetry.hpp"

@@ -154,6 +154,13 @@ class MachineCore : public Machine {
     return id;
   }
 
+  /// Hands a traced operation's span to the program it runs: TRACEPARENT in `env`, unless
+  /// the caller set one of their own.
+  void traced(OpId id, Env& env) const {
+    auto it = ops_.find(id);
+    if (it != ops_.end() && options_) trace_env(it->second.record, options_->trace, env);
+  }
+
   [[nodiscard]] bool alive(OpId id) const { return ops_.count(id) != 0; }
   [[nodiscard]] Op* find_op(OpId id) {
     auto it = ops_.find(id);
@@ -203,6 +210,8 @@ class MachineCore : public Machine {
     options_ = options;
     limits_ = options.limits;
     redactor_.add_secrets(options.env.secret_values());
+    for (auto& [id, op] : ops_)  // the create (or connect) that brought the options
+      if (!op.record.trace.traced()) trace_record(op.record, options_->trace);
   }
 
   /// Names the sandbox in the records of operations opened from now on (and of `op`).
@@ -265,6 +274,7 @@ class MachineCore : public Machine {
     record.operation = operation;
     record.tier = tier_;
     record.network_policy = (options_ ? options_->network : NetworkPolicy{}).describe();
+    if (options_) trace_record(record, options_->trace);
     return record;
   }
   /// Closes and emits a record of something nobody submitted (an egress connection a program
