@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
+#include <set>
 
 #include <thread>
 
@@ -325,6 +327,39 @@ TEST_F(E2b, AHundredRunsOnOneSandboxShareOneKeptAliveConnection) {
     EXPECT_EQ(connections_for(sb.id()), 1) << (tls ? "TLS" : "plain HTTP");
     sb.kill();
   }
+}
+
+// The client ports of the connections that carried requests for a sandbox.
+std::set<std::string> addresses_for(const std::string& sandbox) {
+  const std::string out = sandboxio::testing::capture(
+      "curl -fsS 'http://127.0.0.1:" + std::to_string(e2b_server().api) +
+      "/_test/connections?sandbox=" + sandbox + "'");
+  std::set<std::string> found;
+  for (std::size_t at = out.find("\"127.0.0.1:"); at != std::string::npos;
+       at = out.find("\"127.0.0.1:", at + 1))
+    found.insert(out.substr(at + 1, out.find('"', at + 1) - at - 1));
+  return found;
+}
+
+// Across sandboxes (the sync API): a sandbox that ended leaves its idle connections to the
+// process, and the next sandbox's requests to the same endpoints go out on them, with no
+// TCP or TLS handshake, as the SDK's process-wide undici pool does.
+TEST_F(E2b, ASandboxMadeAfterAnotherEndedReusesItsConnections) {
+  std::set<std::string> first;
+  {
+    auto a = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+    ASSERT_EQ(a.run({"true"}).exit_code, 0);
+    first = addresses_for(a.id());
+    ASSERT_FALSE(first.empty());
+  }  // killed: its idle connections go to the process's pool
+  auto b = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+  ASSERT_EQ(b.run({"echo", "reused"}).stdout_bytes, "reused\n");
+  const std::set<std::string> second = addresses_for(b.id());
+  std::vector<std::string> shared;
+  std::set_intersection(first.begin(), first.end(), second.begin(), second.end(),
+                        std::back_inserter(shared));
+  EXPECT_FALSE(shared.empty()) << "the second sandbox opened new connections only";
+  b.kill();
 }
 
 TEST_F(E2b, AConnectionTheServerClosedWhileIdleIsNotReused) {

@@ -180,6 +180,55 @@ TEST_F(KeepAlive, AStaleConnectionRepeatsARequestOnlyWhenThatIsSafe) {
   EXPECT_FALSE(replies.back());
 }
 
+// Across machines: an ended sandbox offers its idle connections to the driver for the rest of
+// their idle time, and a connection the driver hands over (handle_reused) is treated as a
+// kept-alive one: its stale GET goes again, on a new connection the driver may not substitute.
+TEST_F(KeepAlive, IdleConnectionsAreOfferedForReuseAndAReusedOneIsTreatedAsKeptAlive) {
+  const ConnId a = round(api, kOk, Instant{}).first;
+  Outbox* box = &out;
+  http.close_idle(Instant{} + 1s);
+  std::optional<request::Close> offered;
+  while (auto r = box->poll_request())
+    if (auto* c = std::get_if<request::Close>(&*r)) offered = *c;
+  ASSERT_TRUE(offered);
+  EXPECT_EQ(offered->conn, a);
+  EXPECT_EQ(offered->reusable_for, 3s) << "what is left of its 4 s idle limit";
+  http.close_idle();  // nothing idle now; and without a time nothing would be offered
+  EXPECT_TRUE(drain().closed.empty());
+
+  // A fresh machine's first request may take a kept connection...
+  Outbox box2;
+  Exchanges other{box2, "the peer"};
+  other.keep_alive(4, 4s);
+  const ConnId c = other.start(
+      1, api, {"GET /sandboxes/2 HTTP/1.1\r\n\r\n"},
+      [this](Result<Reply> r, Instant) { replies.push_back(std::move(r)); }, "GET /sandboxes/2");
+  auto open = box2.poll_request();
+  ASSERT_TRUE(open && std::holds_alternative<request::Open>(*open));
+  EXPECT_TRUE(std::get<request::Open>(*open).may_reuse);
+  // ...and when it was one that had gone stale, the GET goes once more on a new connection.
+  other.reused(c);
+  other.connected(c);
+  while (box2.poll_request()) {
+  }
+  other.eof(c, Instant{});
+  std::optional<request::Open> again;
+  while (auto r = box2.poll_request())
+    if (auto* o = std::get_if<request::Open>(&*r)) again = *o;
+  ASSERT_TRUE(again) << "a stale reused connection's GET is repeated";
+  EXPECT_FALSE(again->may_reuse) << "on a new connection";
+  // Connections that are not plain HTTP exchanges (a process, an egress upstream) never are.
+  Exchanges plain{box2, "the peer"};
+  const ConnId p = plain.start(
+      1, api, {"GET / HTTP/1.1\r\n\r\n"}, [](Result<Reply>, Instant) {}, "GET /");
+  (void)p;
+  std::optional<request::Open> unpooled;
+  while (auto r = box2.poll_request())
+    if (auto* o = std::get_if<request::Open>(&*r)) unpooled = *o;
+  ASSERT_TRUE(unpooled);
+  EXPECT_FALSE(unpooled->may_reuse) << "keep-alive off: no reuse across machines either";
+}
+
 TEST_F(KeepAlive, OffByDefaultAndWhenTurnedOff) {
   Outbox box;
   Exchanges plain{box, "the peer"};

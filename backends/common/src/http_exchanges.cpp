@@ -78,11 +78,7 @@ ConnId Exchanges::start(OpId op, const Endpoint& to, std::vector<Bytes> wire, Th
   }
   if (reuse != 0) {
     idle_.erase(reuse);
-    x.reused = true;
-    std::size_t size = 0;
-    for (const Bytes& piece : wire)
-      size += piece.size();
-    if (safe_to_repeat(x.what) && size <= kRepeatLimit) x.repeat = wire;
+    mark_reused(x, wire);
     for (Bytes& piece : wire)
       out_.push(request::Send{reuse, std::move(piece)});
     conns_.emplace(reuse, std::move(x));
@@ -92,13 +88,25 @@ ConnId Exchanges::start(OpId op, const Endpoint& to, std::vector<Bytes> wire, Th
   x.wire = std::move(wire);
   conns_.emplace(id, std::move(x));
   ++opened_;
-  out_.push(request::Open{id, to});
+  out_.push(request::Open{id, to, per_endpoint_ != 0 && to.kind != Endpoint::Kind::Process});
   return id;
 }
 
 Exchange* Exchanges::find(ConnId id) {
   auto it = conns_.find(id);
   return it == conns_.end() ? nullptr : &it->second;
+}
+
+void Exchanges::mark_reused(Exchange& x, const std::vector<Bytes>& wire) {
+  x.reused = true;
+  std::size_t size = 0;
+  for (const Bytes& piece : wire)
+    size += piece.size();
+  if (safe_to_repeat(x.what) && size <= kRepeatLimit) x.repeat = wire;
+}
+
+void Exchanges::reused(ConnId id) {
+  if (Exchange* x = find(id)) mark_reused(*x, x->wire);
 }
 
 void Exchanges::connected(ConnId id) {
@@ -312,9 +320,12 @@ void Exchanges::expire_idle(Instant now) {
   }
 }
 
-void Exchanges::close_idle() {
-  for (const auto& [id, idle] : idle_)
-    out_.push(request::Close{id});
+void Exchanges::close_idle(std::optional<Instant> now) {
+  for (const auto& [id, idle] : idle_) {
+    request::Close close{id};
+    if (now && idle.until > *now) close.reusable_for = idle.until - *now;
+    out_.push(close);
+  }
   idle_.clear();
 }
 
@@ -339,7 +350,7 @@ bool Exchanges::retry_stale(ConnId id) {
   const Endpoint to = x.to;
   conns_.emplace(fresh, std::move(x));
   ++opened_;
-  out_.push(request::Open{fresh, to});
+  out_.push(request::Open{fresh, to, false});  // a new one: the reused one was stale
   return true;
 }
 

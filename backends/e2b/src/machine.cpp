@@ -116,7 +116,7 @@ OpId E2bMachine::submit_kill(Instant now) {
   if (sandbox_.empty())
     return fail(id, Problem{errc::SandboxError, "no sandbox yet: nothing to kill", {}}, now);
   if (gone_) {
-    http_.close_idle();
+    http_.close_idle(now);
     return complete(id, std::monostate{}, now), id;
   }
   api_call(id, "DELETE", "/sandboxes/" + sandbox_, {}, [this, id](Result<Reply> r, Instant t) {
@@ -125,7 +125,7 @@ OpId E2bMachine::submit_kill(Instant now) {
     const int s = r.value().status;
     if (s != 204 && s != 200 && s != 404) return void(fail(id, api_problem(r.value(), "kill"), t));
     gone_ = true;
-    http_.close_idle();  // nothing more to send
+    http_.close_idle(t);  // nothing more to send: other sandboxes may reuse them
     complete(id, std::monostate{}, t);
   });
   return id;

@@ -137,6 +137,9 @@ namespace request {
 struct Open {
   ConnId conn{};
   Endpoint endpoint{};
+  /// The driver may answer with a connection another machine left idle for reuse
+  /// (Close::reusable_for; then handle_reused, not handle_connected). Off: a new connection.
+  bool may_reuse = false;
 };
 struct Send {
   ConnId conn{};
@@ -147,6 +150,10 @@ struct HalfClose {  // shutdown(SHUT_WR)
 };
 struct Close {
   ConnId conn{};
+  /// Nonzero: the connection is idle between HTTP exchanges and its peer keeps it open for
+  /// this much longer. A driver may keep it that long and answer another machine's Open for
+  /// the same endpoint with it (handle_reused) instead of a new connection; or just close it.
+  std::chrono::nanoseconds reusable_for{0};
 };
 /// Which of these owners ("host:pid", from io.sandboxio.owner labels) are gone? The driver
 /// answers with handle_owners_gone() (the machine cannot look at processes itself).
@@ -238,6 +245,10 @@ class Machine {
 
   // ---- inputs ----
   virtual void handle_connected(ConnId conn, Instant now) = 0;
+  /// The Open was answered with a connection another machine left idle (Close::reusable_for):
+  /// it is up at once, but its peer may have closed it meanwhile, which a machine then treats
+  /// as it treats a stale kept-alive connection of its own. By default, handle_connected.
+  virtual void handle_reused(ConnId conn, Instant now) { handle_connected(conn, now); }
   /// The connection could not be opened, or an open one broke (reset: ConnectionLost). The
   /// link has already closed it. An orderly end is handle_eof instead.
   virtual void handle_connect_failed(ConnId conn, Problem problem, Instant now) = 0;

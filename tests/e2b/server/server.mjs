@@ -388,7 +388,7 @@ async function api(req, res) {
   if (p === '/_test/connections' && req.method === 'GET') {
     const sb = sandboxes.get(url.searchParams.get('sandbox') ?? '');
     if (!sb) return apiError(res, 404, 'no such sandbox');
-    return sendJson(res, 200, { connections: sb.connections.size });
+    return sendJson(res, 200, { connections: sb.connections.size, addresses: [...sb.connections] });
   }
   if (req.headers['x-api-key'] !== opts.apiKey) {
     return apiError(res, 401, 'Invalid API key, it must start with e2b_ and be 40 chars long');

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,78 @@ namespace {
 Problem errno_problem(errc code, const std::string& what) {
   return Problem{code, what + ": " + std::strerror(errno), {}};
 }
+
+// Connections machines left idle for reuse (request::Close::reusable_for), shared by every
+// PosixLink of the process: an Open that may reuse (request::Open::may_reuse) takes the newest
+// live one to the same endpoint, as undici's process-wide pools do for the official SDKs. Each
+// is kept no longer than its machine said its peer keeps it open; at most 8 per endpoint and
+// 64 in all, the oldest going first.
+class ReusePool {
+ public:
+  struct Parked {
+    int fd = -1;
+    std::unique_ptr<TlsChannel> tls{};
+    Endpoint endpoint{};
+    std::chrono::steady_clock::time_point until{};
+  };
+
+  static ReusePool& process() {
+    static auto* pool = new ReusePool;  // never destroyed: sessions may end during exit
+    return *pool;
+  }
+
+  void park(Parked p) {
+    std::lock_guard lock(mu_);
+    expire(std::chrono::steady_clock::now());
+    std::size_t same = 0;
+    for (const Parked& q : parked_)
+      same += q.endpoint == p.endpoint ? 1 : 0;
+    if (same >= kPerEndpoint) {
+      auto oldest = std::find_if(parked_.begin(), parked_.end(),
+                                 [&](const Parked& q) { return q.endpoint == p.endpoint; });
+      ::close(oldest->fd);
+      parked_.erase(oldest);
+    }
+    if (parked_.size() >= kTotal) {
+      ::close(parked_.front().fd);
+      parked_.pop_front();
+    }
+    parked_.push_back(std::move(p));
+  }
+
+  /// The newest live connection to `endpoint`; one its peer closed (or sent anything to) while
+  /// it waited is closed instead.
+  std::optional<Parked> take(const Endpoint& endpoint) {
+    std::lock_guard lock(mu_);
+    expire(std::chrono::steady_clock::now());
+    for (auto it = parked_.end(); it != parked_.begin();) {
+      --it;
+      if (!(it->endpoint == endpoint)) continue;
+      Parked p = std::move(*it);
+      it = parked_.erase(it);
+      pollfd probe{p.fd, POLLIN, 0};
+      if (::poll(&probe, 1, 0) != 0) {
+        ::close(p.fd);
+        continue;
+      }
+      return p;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr std::size_t kPerEndpoint = 8;
+  static constexpr std::size_t kTotal = 64;
+  void expire(std::chrono::steady_clock::time_point now) {
+    std::erase_if(parked_, [&](const Parked& p) {
+      if (now < p.until) return false;
+      ::close(p.fd);
+      return true;
+    });
+  }
+  std::mutex mu_;
+  std::deque<Parked> parked_;  // oldest first
+};
 
 class PosixLink final : public Link {
  public:
@@ -75,8 +148,9 @@ class PosixLink final : public Link {
     [[nodiscard]] bool drained() const { return out.empty() && !(tls && tls->has_queued_plain()); }
   };
   void deliver(Machine& machine, ConnId id, Conn& c, std::string_view data);
-  void open(Machine& machine, ConnId id, const Endpoint& endpoint);
+  void open(Machine& machine, ConnId id, const Endpoint& endpoint, bool may_reuse);
   void close_conn(ConnId id);
+  void park(ConnId id, std::chrono::nanoseconds reusable_for);
 
   std::chrono::steady_clock::time_point epoch_;
   std::chrono::system_clock::time_point wall_epoch_;
@@ -88,7 +162,7 @@ void PosixLink::perform(Machine& machine, Request request) {
       [&](auto&& r) {
         using R = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<R, request::Open>) {
-          open(machine, r.conn, r.endpoint);
+          open(machine, r.conn, r.endpoint, r.may_reuse);
         } else if constexpr (std::is_same_v<R, request::Send>) {
           auto it = conns_.find(r.conn);
           if (it == conns_.end()) return;
@@ -107,7 +181,11 @@ void PosixLink::perform(Machine& machine, Request request) {
           }
           it->second.half_close = true;
         } else if constexpr (std::is_same_v<R, request::Close>) {
-          close_conn(r.conn);
+          if (r.reusable_for > std::chrono::nanoseconds::zero()) {
+            park(r.conn, r.reusable_for);
+          } else {
+            close_conn(r.conn);
+          }
         } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
           machine.handle_owners_gone(backend::owners_gone(r.owners), now());
         }
@@ -115,7 +193,20 @@ void PosixLink::perform(Machine& machine, Request request) {
       std::move(request));
 }
 
-void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint) {
+void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint, bool may_reuse) {
+  if (may_reuse && endpoint.kind != Endpoint::Kind::Process) {
+    if (auto kept = ReusePool::process().take(endpoint)) {
+      Conn c;
+      c.fd = kept->fd;
+      c.connecting = false;
+      c.endpoint = endpoint;
+      c.tls = std::move(kept->tls);
+      c.tls_ready = static_cast<bool>(c.tls);
+      conns_[id] = std::move(c);
+      machine.handle_reused(id, now());
+      return;
+    }
+  }
   std::unique_ptr<TlsChannel> tls;
   if (endpoint.tls) {
     auto channel = TlsChannel::client(endpoint);
@@ -234,6 +325,23 @@ void PosixLink::deliver(Machine& machine, ConnId id, Conn& c, std::string_view d
     again->second.eof = true;
     machine.handle_eof(id, now());
   }
+}
+
+// A connection idle between HTTP exchanges, nothing pending either way: into the process's
+// pool. Anything else is closed.
+void PosixLink::park(ConnId id, std::chrono::nanoseconds reusable_for) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  const bool clean = c.fd >= 0 && !c.connecting && !c.eof && !c.half_close && c.in.empty() &&
+                     c.drained() && c.endpoint.kind != Endpoint::Kind::Process &&
+                     (!c.tls || (c.tls_ready && !c.tls->peer_closed()));
+  if (!clean) return close_conn(id);
+  ReusePool::process().park(ReusePool::Parked{
+      c.fd, std::move(c.tls), c.endpoint,
+      std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(reusable_for)});
+  conns_.erase(it);  // the pool owns the descriptor now
 }
 
 void PosixLink::close_conn(ConnId id) {

@@ -84,6 +84,9 @@ class Exchanges {
 
   /// The connection is up: the request goes out.
   void connected(ConnId id);
+  /// The connection opened for `id` is one the driver kept from another machine: the request
+  /// is treated as sent on a kept-alive connection (call before connected()).
+  void reused(ConnId id);
 
   struct Fed {
     std::size_t used = 0;
@@ -114,8 +117,9 @@ class Exchanges {
   [[nodiscard]] std::optional<Instant> idle_deadline() const;
   /// Closes the idle connections whose time is up.
   void expire_idle(Instant now);
-  /// Closes every idle connection (the sandbox has ended).
-  void close_idle();
+  /// Closes every idle connection (the sandbox has ended). Given `now`, each is offered to the
+  /// driver for reuse by other machines for the rest of its idle time (Close::reusable_for).
+  void close_idle(std::optional<Instant> now = std::nullopt);
   /// An idle connection failed or ended: forgets it. False when `id` is not idle.
   bool forget_idle(ConnId id);
   /// A connection failed: when it was reused, no reply byte came and the request is safe to
@@ -128,6 +132,7 @@ class Exchanges {
 
  private:
   bool take_progress(ConnId id, Instant now);
+  static void mark_reused(Exchange& x, const std::vector<Bytes>& wire);
   void keep_or_close(ConnId id, const Exchange& x, Instant now);
 
   struct Idle {
@@ -152,6 +157,11 @@ template <class State>
 class HttpMachine : public MachineCore<State> {
  public:
   void handle_connected(ConnId id, Instant) override { http_.connected(id); }
+  /// Another machine's idle connection: the exchange counts as sent on a reused connection.
+  void handle_reused(ConnId id, Instant now) override {
+    http_.reused(id);
+    this->handle_connected(id, now);
+  }
   /// Reply bytes; an exchange that carries a stream()'s output waits while its consumer is
   /// Limits::stream_buffer behind (the bytes stay with the driver: backpressure).
   std::size_t handle_bytes(ConnId id, std::string_view data, Instant now) override {
