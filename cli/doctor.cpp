@@ -9,6 +9,7 @@
 #include "sandboxio/config.hpp"
 #include "sandboxio/local.hpp"
 #include "sandboxio/sync.hpp"
+#include "sandboxio/telemetry.hpp"
 
 namespace sandboxio::cli {
 namespace {
@@ -196,8 +197,29 @@ Verdict check_fake() {
 
 }  // namespace
 
+// OpenTelemetry export, as the OTEL_* variables configure it: off, unusable, or a collector
+// that does (or does not) accept an empty export.
+Verdict check_telemetry() {
+  auto settings = telemetry::settings_from_env();
+  if (!settings)
+    return Verdict{"opentelemetry",
+                   true,
+                   {{"settings", false, settings.problem().detail, settings.problem().hint}}};
+  if (!settings.value())
+    return Verdict{
+        "opentelemetry", true, {{"export", true, "off (no OTEL_EXPORTER_OTLP_ENDPOINT)", {}}}};
+  const auto& s = *settings.value();
+  auto reached = telemetry::probe(s);
+  return Verdict{"opentelemetry",
+                 true,
+                 {{"collector at " + s.endpoint, static_cast<bool>(reached),
+                   reached ? "accepts OTLP/HTTP protobuf" : reached.problem().detail,
+                   reached ? "" : reached.problem().hint}}};
+}
+
 int doctor(bool json, const std::string& image) {
-  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_local(), check_fake()};
+  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_local(), check_fake(),
+                                check_telemetry()};
   bool failed = false;
   for (const auto& v : verdicts)
     failed = failed || (v.installed && !v.ok());

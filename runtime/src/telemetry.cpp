@@ -588,6 +588,13 @@ Result<void> post(const OtlpSettings& settings, const Url& url, const std::strin
 
 }  // namespace
 
+Result<void> probe(const OtlpSettings& settings) {
+  auto url = split_url(settings.endpoint);
+  if (!url) return url.problem();
+  return post(settings, url.value(), encode_export({}, settings.resource),
+              Clock::now() + settings.timeout);
+}
+
 struct OtlpExporter::Shared {
   std::mutex mu;
   std::condition_variable cv;

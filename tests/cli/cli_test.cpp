@@ -219,6 +219,37 @@ TEST(Cli, DoctorFailsWithAHintWhenTheEngineIsUnreachable) {
   EXPECT_NE(k.out.find("E2B_API_KEY"), std::string::npos);
 }
 
+// doctor's OpenTelemetry line: off without OTEL_*, failing (and naming why) when the collector
+// cannot be reached or a variable cannot be used.
+TEST(Cli, DoctorSaysWhetherTracesReachTheCollector) {
+  auto telemetry_check = [](const std::vector<std::string>& env) {
+    std::vector<std::string> all = {"DOCKER_HOST=unix:///nonexistent/docker.sock"};
+    all.insert(all.end(), env.begin(), env.end());
+    const Ran r = cli({"doctor", "--json"}, all);
+    simdjson::dom::parser p;
+    auto doc = parse(p, r.out);
+    for (auto b : simdjson::dom::array(doc["backends"])) {
+      if (std::string_view(b["backend"]) != "opentelemetry") continue;
+      auto c = simdjson::dom::array(b["checks"]).at(0);
+      return std::pair<bool, std::string>(bool(c["ok"]),
+                                          std::string(std::string_view(c["detail"])));
+    }
+    ADD_FAILURE() << "no opentelemetry verdict: " << r.out;
+    return std::pair<bool, std::string>(false, "");
+  };
+  auto off = telemetry_check({});
+  EXPECT_TRUE(off.first);
+  EXPECT_NE(off.second.find("off"), std::string::npos) << off.second;
+  // Port 1 on loopback: nobody listens there.
+  auto dead = telemetry_check({"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"});
+  EXPECT_FALSE(dead.first);
+  EXPECT_NE(dead.second.find("refused"), std::string::npos) << dead.second;
+  auto bad = telemetry_check(
+      {"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"});
+  EXPECT_FALSE(bad.first);
+  EXPECT_NE(bad.second.find("OTEL_EXPORTER_OTLP_PROTOCOL"), std::string::npos) << bad.second;
+}
+
 TEST(Cli, ColourOnlyOnATerminalAndNeverWithNoColor) {
   const std::vector<std::string> env{"DOCKER_HOST=unix:///nonexistent/docker.sock", "NO_COLOR="};
   const Ran tty = on_terminal({"doctor"}, env);

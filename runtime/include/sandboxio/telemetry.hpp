@@ -82,6 +82,10 @@ class OtlpExporter final : public AuditSink {
   OtlpSettings settings_;
 };
 
+/// Posts an empty export to `settings.endpoint` and waits for the answer (at most the export
+/// timeout): whether the collector is there and accepts OTLP/HTTP protobuf.
+[[nodiscard]] Result<void> probe(const OtlpSettings& settings);
+
 /// The process's exporter, made from the OTEL_* variables on first use: null when traces are
 /// off or the variables are unusable (then `problem` says why, once). It flushes at exit.
 [[nodiscard]] std::shared_ptr<OtlpExporter> process_exporter(
