@@ -418,9 +418,10 @@ Result<std::optional<OtlpSettings>> settings_from_env() {
   for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
     auto kv = parse_key_values(env(name), name);
     if (!kv) return kv.problem();
-    for (auto& [k, v] : kv.value()) {
-      std::erase_if(s.headers, [&](const auto& h) { return lower(h.first) == lower(k); });
-      s.headers.emplace_back(k, v);
+    for (auto& header : kv.value()) {
+      const std::string name_lower = lower(header.first);
+      std::erase_if(s.headers, [&](const auto& h) { return lower(h.first) == name_lower; });
+      s.headers.push_back(std::move(header));
     }
   }
   for (const auto& [k, v] : s.headers) {
@@ -455,9 +456,9 @@ Result<std::optional<OtlpSettings>> settings_from_env() {
   if (!extra) return extra.problem();
   const std::string service = trim(env("OTEL_SERVICE_NAME"));
   if (!service.empty()) extra.value().emplace_back(std::string(attr::kServiceName), service);
-  for (auto& [k, v] : extra.value()) {
-    std::erase_if(resource, [&](const auto& kv) { return kv.first == k; });
-    resource.emplace_back(k, v);
+  for (auto& attribute : extra.value()) {
+    std::erase_if(resource, [&](const auto& kv) { return kv.first == attribute.first; });
+    resource.push_back(std::move(attribute));
   }
   s.resource = std::move(resource);
   return std::optional<OtlpSettings>(std::move(s));
