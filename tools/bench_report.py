@@ -580,11 +580,11 @@ plot {", ".join(plots)}
         ])
         self.w("A run is one exchange on a kept-alive connection: one round trip plus the "
                "server's time to start and reap the process (about 12 ms here). A fresh sandbox "
-               "costs sandboxio two new connections (control plane and envd: TCP, TLS 1.3 and "
-               "the request, three round trips each), because connections are pooled per "
-               "sandbox; the SDK's Node process keeps one agent for all, and this local server "
-               "serves every sandbox's envd on one address, so the SDK reuses both. On E2B each "
-               "sandbox's envd has a host name of its own, and the SDK pays that connection too.")
+               "reuses the connections an ended one left to the process (the sync API's pool, "
+               "like the SDK's undici agent): this local server serves every sandbox's envd on "
+               "one address, so both clients reuse the control-plane and the envd connection. "
+               "On E2B each sandbox's envd has a host name of its own, and both pay that "
+               "connection (TCP, TLS 1.3: two round trips before the request).")
         self.w()
         self.e2b_concurrent(doc)
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -148,6 +149,7 @@ void add(Span& s, std::string_view key, std::int64_t value) {
 void add(Span& s, std::string_view key, bool value) {
   s.attributes.push_back({std::string(key), value});
 }
+void add(Span& s, std::string_view key, const char* value) = delete;  // would become a bool
 
 }  // namespace
 
@@ -284,7 +286,8 @@ std::string encode_export(const std::vector<OperationRecord>& records, const Key
 
 namespace sandboxio::telemetry {
 
-Result<KeyValues> parse_key_values(std::string_view text, std::string_view variable) {
+Result<KeyValues> parse_key_values(std::string_view text, std::string_view variable,
+                                   bool secret_values) {
   KeyValues out;
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
@@ -293,12 +296,15 @@ Result<KeyValues> parse_key_values(std::string_view text, std::string_view varia
     if (trim(item).empty()) continue;
     const std::size_t eq = item.find('=');
     const std::string key = trim(item.substr(0, eq));
+    // Header values are credentials: a message names the key only.
+    const std::string shown =
+        secret_values ? (key.empty() ? std::string("(a pair)") : key + "=***") : std::string(item);
     if (eq == std::string_view::npos || key.empty())
-      return bad_env(std::string(variable), std::string(item), "a pair is not key=value",
+      return bad_env(std::string(variable), shown, "a pair is not key=value",
                      "Write comma-separated key=value pairs, values percent-encoded.");
     auto value = percent_decode(trim(item.substr(eq + 1)));
     if (!value)
-      return bad_env(std::string(variable), std::string(item), "a bad percent-encoding",
+      return bad_env(std::string(variable), shown, "a bad percent-encoding",
                      "Encode ',', '=' and '%' in values as %2C, %3D and %25.");
     out.emplace_back(key, std::move(*value));
   }
@@ -416,7 +422,7 @@ Result<std::optional<OtlpSettings>> settings_from_env() {
   }
 
   for (const char* name : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
-    auto kv = parse_key_values(env(name), name);
+    auto kv = parse_key_values(env(name), name, true);
     if (!kv) return kv.problem();
     for (auto& header : kv.value()) {
       const std::string name_lower = lower(header.first);

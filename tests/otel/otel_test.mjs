@@ -9,8 +9,10 @@
 //
 //   node otel_test.mjs SANDBOXIO_BINARY DSN
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { createRequire } from 'node:module';
 
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -25,7 +27,7 @@ const ExportResponse = root.opentelemetry.proto.collector.trace.v1.ExportTraceSe
 
 // ---- the receiver: OTLP/HTTP, protobuf only ----
 const requests = [];
-const server = http.createServer((req, res) => {
+const receive = (req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -39,7 +41,8 @@ const server = http.createServer((req, res) => {
     res.writeHead(200, { 'Content-Type': 'application/x-protobuf' });
     res.end(reply);
   });
-});
+};
+const server = http.createServer(receive);
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const endpoint = `http://127.0.0.1:${server.address().port}`;
 
@@ -52,11 +55,10 @@ const step = provider.getTracer('agent').startSpan('agent.step');
 const parent = step.spanContext();
 const traceparent = `00-${parent.traceId}-${parent.spanId}-01`;
 
+// Runs the CLI without blocking this process's event loop: the receivers above answer from it.
 function sandboxio(args, extraEnv) {
   const started = Date.now();
-  const r = spawnSync(binary, args, {
-    encoding: 'utf8',
-    timeout: 120_000,
+  const child = spawn(binary, args, {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME ?? '/root',
@@ -68,17 +70,27 @@ function sandboxio(args, extraEnv) {
       ...extraEnv,
     },
   });
-  assert.equal(r.error, undefined, `sandboxio ${args.join(' ')}: ${r.error}`);
-  return { ...r, started, ended: Date.now() };
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => { stdout += d; });
+  child.stderr.on('data', (d) => { stderr += d; });
+  const killer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(killer);
+      resolve({ status, stdout, stderr, started, ended: Date.now() });
+    });
+  });
 }
 
-const ran = sandboxio(['run', '-b', dsn, '--', 'sh', '-c', 'echo "$TRACEPARENT"'], {});
+const ran = await sandboxio(['run', '-b', dsn, '--', 'sh', '-c', 'echo "$TRACEPARENT"'], {});
 assert.equal(ran.status, 0, `sandboxio run failed: ${ran.stderr}`);
 const seen = ran.stdout.trim();
 assert.match(seen, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/, `TRACEPARENT inside: "${seen}"`);
 assert.equal(seen.split('-')[1], parent.traceId, 'the command is in the caller\'s trace');
 
-const timedOut = sandboxio(['run', '-b', dsn, '-t', '0.5', '--', 'sleep', '30'], {});
+const timedOut = await sandboxio(['run', '-b', dsn, '-t', '0.5', '--', 'sleep', '30'], {});
 assert.notEqual(timedOut.status, 0, 'a command past its timeout does not succeed');
 
 step.end();
@@ -92,11 +104,36 @@ const deadPort = await new Promise((resolve) => {
     s.close(() => resolve(p));
   });
 });
-const dead = sandboxio(['run', '-b', dsn, '--', 'echo', 'unbothered'], {
+const dead = await sandboxio(['run', '-b', dsn, '--', 'echo', 'unbothered'], {
   OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${deadPort}`,
 });
 assert.equal(dead.status, 0, dead.stderr);
 assert.equal(dead.stdout.trim(), 'unbothered');
+
+// Over https, trusting the test CA (OTEL_EXPORTER_OTLP_CERTIFICATE): the same spans arrive.
+const tlsDir = process.env.SBX_TLS_DIR ?? '/var/lib/sandboxio-test/tls';
+let tlsSpans = 0;
+if (fs.existsSync(`${tlsDir}/server-cert.pem`)) {
+  const before = requests.length;
+  const secure = https.createServer(
+    { cert: fs.readFileSync(`${tlsDir}/server-cert.pem`), key: fs.readFileSync(`${tlsDir}/server-key.pem`) },
+    receive);
+  await new Promise((r) => secure.listen(0, '127.0.0.1', r));
+  const viaTls = await sandboxio(['run', '-b', dsn, '--', 'echo', 'over-tls'], {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `https://127.0.0.1:${secure.address().port}`,
+    OTEL_EXPORTER_OTLP_CERTIFICATE: `${tlsDir}/ca.pem`,
+  });
+  assert.equal(viaTls.status, 0, viaTls.stderr);
+  secure.close();
+  for (const r of requests.slice(before)) {
+    const msg = ExportRequest.decode(r.body);
+    for (const rs of msg.resourceSpans) for (const ss of rs.scopeSpans) tlsSpans += ss.spans.length;
+  }
+  requests.splice(before);  // checked here; the rest of the test looks at the http runs
+  assert.ok(tlsSpans >= 3, `spans exported over https: ${tlsSpans}`);
+} else {
+  console.warn(`*** WARNING: no test certificates in ${tlsDir}: the https export is not checked ***`);
+}
 server.close();
 
 // ---- decode everything with the official definitions ----
@@ -191,5 +228,5 @@ const fields = (s) => Object.keys(s.raw)
   .filter((k) => !['parentSpanId', 'status', 'attributes'].includes(k) && !k.startsWith('dropped')).sort();
 assert.deepEqual(fields(first), fields(sdk), 'the same span fields as the official SDK sets');
 
-console.log(`ok: ${ours.length} sandboxio spans (${[...new Set(names)].join(', ')}) under the SDK's ` +
+console.log(`ok: ${tlsSpans} spans over https; ${ours.length} sandboxio spans (${[...new Set(names)].join(', ')}) under the SDK's ` +
   `span ${parent.spanId} in trace ${parent.traceId}; the command saw ${seen}`);

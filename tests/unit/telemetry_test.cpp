@@ -270,6 +270,17 @@ TEST(OtelSettings, FollowTheOpenTelemetryVariables) {
   }
 }
 
+TEST(OtelSettings, AnUnusableHeaderIsNamedButItsValueNeverPrinted) {
+  ScopedEnv e{{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"},
+              {"OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=sk-live-secret%zz"},
+              {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", nullptr}};
+  auto r = telemetry::settings_from_env();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.problem().describe().find("x-api-key"), std::string::npos) << r.problem().describe();
+  EXPECT_EQ(r.problem().describe().find("sk-live-secret"), std::string::npos)
+      << r.problem().describe();
+}
+
 TEST(Protobuf, EncodesAsTheWireFormatSays) {
   sandboxio::protobuf::Writer w;
   w.varint(1, 150);  // the specification's own example: 08 96 01

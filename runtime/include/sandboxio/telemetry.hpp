@@ -128,7 +128,9 @@ struct Span {
                                         const KeyValues& resource);
 
 /// "k1=v1,k2=v2" as OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS write it (values
-/// percent-decoded, blanks around keys and values trimmed). InvalidEnvironment on a bad pair.
-[[nodiscard]] Result<KeyValues> parse_key_values(std::string_view text, std::string_view variable);
+/// percent-decoded, blanks around keys and values trimmed). InvalidEnvironment on a bad pair;
+/// with `secret_values` (headers: credentials) its message shows the key, never the value.
+[[nodiscard]] Result<KeyValues> parse_key_values(std::string_view text, std::string_view variable,
+                                                 bool secret_values = false);
 
 }  // namespace sandboxio::telemetry
