@@ -40,6 +40,7 @@ struct Driver {
   Machine& m;
   Instant now{};
   std::deque<ConnId> pending{};
+  std::set<ConnId> reusable{};  // pending Opens a driver may answer with a kept connection
   std::vector<ConnId> open{};
   std::set<OpId> ended{};
   std::vector<OpId> submitted{};
@@ -50,7 +51,10 @@ struct Driver {
       bool progressed = false;
       while (auto r = m.poll_request()) {
         progressed = true;
-        if (auto* o = std::get_if<request::Open>(&*r)) pending.push_back(o->conn);
+        if (auto* o = std::get_if<request::Open>(&*r)) {
+          pending.push_back(o->conn);
+          if (o->may_reuse) reusable.insert(o->conn);
+        }
         if (auto* c = std::get_if<request::Close>(&*r)) {
           std::erase(open, c->conn);
           std::erase(pending, c->conn);
@@ -111,7 +115,12 @@ inline void run(Machine& m, OpId first, unsigned operations, const Submit& submi
           const ConnId conn = d.pending.front();
           d.pending.pop_front();
           d.open.push_back(conn);
-          m.handle_connected(conn, d.now);
+          // Where the machine allows it, sometimes a connection kept from another machine.
+          if (d.reusable.erase(conn) != 0 && next() % 2 == 1) {
+            m.handle_reused(conn, d.now);
+          } else {
+            m.handle_connected(conn, d.now);
+          }
         }
         break;
       case 3:
