@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -441,7 +443,7 @@ TEST(Local, ReadOnlyBindsStayReadOnlyAndHostFilesUnwritten) {
 class Canary {
  public:
   Canary() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -451,26 +453,37 @@ class Canary {
     port_ = ntohs(addr.sin_port);
     EXPECT_EQ(::listen(fd_, 16), 0);
     thread_ = std::thread([this] {
-      for (;;) {
-        const int c = ::accept(fd_, nullptr, nullptr);
-        if (c < 0) return;
-        ++accepted_;
-        ::close(c);
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+        (void)accepted();
       }
     });
   }
   ~Canary() {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);  // wakes the poll
     thread_.join();
+    ::close(fd_);
   }
   int port() const { return port_; }
-  int accepted() const { return accepted_; }
+  /// Connections accepted so far, those waiting in the backlog included: a client that saw its
+  /// connect succeed is counted, whether or not the thread got to it yet.
+  int accepted() {
+    std::lock_guard lock(mu_);
+    for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+      ++accepted_;
+      ::close(c);
+    }
+    return accepted_;
+  }
 
  private:
   int fd_ = -1;
   int port_ = 0;
-  std::atomic<int> accepted_{0};
+  std::mutex mu_;
+  int accepted_ = 0;
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
@@ -490,7 +503,7 @@ std::string canary_probe(const Canary& canary) {
 
 /// From a sandbox of `dsn`: the canary on the host's loopback is unreachable, and names do not
 /// resolve.
-void expect_no_egress(const std::string& dsn, const Canary& canary) {
+void expect_no_egress(const std::string& dsn, Canary& canary) {
   auto sb = sandboxio::sync::Sandbox::create(dsn);
   auto r = sb.run({"python3", "-c", canary_probe(canary)});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
