@@ -1,5 +1,7 @@
 // sandboxio: the command line. Exit codes: 0 ok, 1 failure, 2 usage, 130 interrupted.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <string>
@@ -9,6 +11,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "sandboxio/errors.hpp"
+#include "sandboxio/telemetry.hpp"
 
 using sandboxio::cli::g_interrupted;
 
@@ -20,6 +23,20 @@ CLI::Option* repeatable(CLI::Option* option) {
 }
 
 }  // namespace
+
+// Spans this process could not export, said once on stderr before it exits (the library itself
+// never prints): a collector that is down or refuses them is not a silent loss.
+void report_unexported_spans() {
+  auto exporter = sandboxio::telemetry::process_exporter();
+  if (!exporter) return;
+  (void)exporter->flush(std::min(exporter->settings().timeout, std::chrono::milliseconds(3000)));
+  const auto stats = exporter->stats();
+  if (stats.dropped == 0) return;
+  std::cerr << "sandboxio: warning: " << stats.dropped << " span(s) were not exported"
+            << (stats.last_error.empty() ? std::string(" (the export queue was full)")
+                                         : " (" + stats.last_error + ")")
+            << "\n";
+}
 
 int main(int argc, char** argv) {
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
@@ -143,6 +160,7 @@ int main(int argc, char** argv) {
     if (mcp_cmd->parsed()) rc = sandboxio::cli::mcp(mcp_backend, mcp_http, mcp_routing, mcp_tenant);
     if (check_cmd->parsed()) rc = sandboxio::cli::routing_check(routing_file, json);
     if (completion_cmd->parsed()) rc = sandboxio::cli::completion(app, shell, std::cout);
+    report_unexported_spans();
     return g_interrupted != 0 ? 130 : rc;
   } catch (const sandboxio::Error& e) {
     std::cerr << "sandboxio: " << e.what() << "\n";

@@ -109,6 +109,8 @@ const dead = await sandboxio(['run', '-b', dsn, '--', 'echo', 'unbothered'], {
 });
 assert.equal(dead.status, 0, dead.stderr);
 assert.equal(dead.stdout.trim(), 'unbothered');
+// The drop counter rose, and the CLI says so once instead of losing the spans silently.
+assert.match(dead.stderr, /sandboxio: warning: \d+ span\(s\) were not exported \(.*refused/, dead.stderr);
 
 // Over https, trusting the test CA (OTEL_EXPORTER_OTLP_CERTIFICATE): the same spans arrive.
 const tlsDir = process.env.SBX_TLS_DIR ?? '/var/lib/sandboxio-test/tls';
