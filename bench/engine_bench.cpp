@@ -2,14 +2,12 @@
 // of the same bytes (the physical limit), and the per-operation overhead of run() on fake://.
 //   sandboxio_bench_engine [--benchmark_filter=Demux] [--benchmark_min_time=0.01]
 #include <benchmark/benchmark.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <map>
 #include <string>
 
+#include "../tests/support/free_port.hpp"
 #include "sandboxio/codec/base64.hpp"
 #include "sandboxio/codec/connect.hpp"
 #include "sandboxio/codec/docker_stream.hpp"
@@ -375,16 +373,9 @@ BENCHMARK(BM_FakeRunTraced);
 // operation must not slow down against BM_FakeRunTraced (docs/how-to/observability.md).
 // `dropped` is the exporter's drop counter.
 void BM_FakeRunTracedDeadEndpoint(benchmark::State& state) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  (void)::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
   sandboxio::telemetry::OtlpSettings settings;
-  settings.endpoint = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/v1/traces";
+  settings.endpoint =
+      "http://127.0.0.1:" + std::to_string(sandboxio::testing::free_loopback_port()) + "/v1/traces";
   settings.schedule_delay = std::chrono::milliseconds(100);
   auto exporter = std::make_shared<sandboxio::telemetry::OtlpExporter>(settings);
   sandboxio::telemetry::install_process_exporter(exporter);

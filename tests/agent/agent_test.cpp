@@ -365,19 +365,6 @@ TEST_P(AgentTest, HandshakeSaysVersionAndWhatTheImageHas) {
   EXPECT_EQ(agent::Ping::decode(pong->payload).value().nonce, 42u);
 }
 
-/// A TCP port on 127.0.0.1 nobody listens on now.
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  (void)::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 int connect_loopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -393,7 +380,7 @@ TEST_P(AgentTest, TunnelsRelayBytesBothWaysUnderCreditAndEndCleanly) {
     GTEST_SKIP() << "the proxy listens on the container's own loopback: the contract suite's "
                     "network.allow_list reaches it from inside";
   auto c = launch();
-  const std::uint16_t port = free_port();
+  const std::uint16_t port = sandboxio::testing::free_loopback_port();
   c->send(Type::EgressListen, 9, agent::EgressListen{port}.encode());
   auto listening = c->next_on(9);
   ASSERT_TRUE(listening && listening->type == Type::Done);

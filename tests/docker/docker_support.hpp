@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/free_port.hpp"
 #include "lease_holder.hpp"
 
 extern char** environ;

@@ -219,7 +219,7 @@ class LocalRegistry : public ::testing::Test {
       GTEST_SKIP() << "docker-registry is not installed";
     }
     dir_ = trim(capture("mktemp -d"));
-    port_ = free_port();
+    port_ = sandboxio::testing::free_loopback_port();
     const std::string config = dir_ + "/config.yml";
     capture("printf 'version: 0.1\\nstorage:\\n  filesystem:\\n    rootdirectory: " + dir_ +
             "/data\\nhttp:\\n  addr: 127.0.0.1:" + std::to_string(port_) + "\\n' > " + config);
@@ -248,17 +248,6 @@ class LocalRegistry : public ::testing::Test {
     }
     if (!image_.empty()) capture("docker rmi -f " + image_ + " >/dev/null 2>&1");
     if (!dir_.empty()) capture("rm -rf " + dir_);
-  }
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
   }
   std::string dir_;
   int port_ = 0;

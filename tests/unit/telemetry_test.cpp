@@ -3,13 +3,11 @@
 // never holds an operation up (a dead endpoint drops and counts). The wire format is proven
 // against the official OpenTelemetry definitions in tests/otel.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <set>
 
+#include "../support/free_port.hpp"
 #include "sandboxio/codec/protobuf.hpp"
 #include "sandboxio/fake.hpp"
 #include "sandboxio/sinks.hpp"
@@ -55,18 +53,6 @@ class ScopedEnv {
  private:
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
-
-std::uint16_t dead_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  (void)::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);  // nobody listens there now: a connect is refused
-  return ntohs(a.sin_port);
-}
 
 OperationRecord traced_record(std::uint64_t sequence) {
   OperationRecord r;
@@ -336,7 +322,8 @@ TEST(Spans, MapOutcomesAndErrorsAsOpenTelemetryExpects) {
 
 TEST(OtlpExporter, ADeadEndpointDropsAndCountsAndNeverHoldsAnOperationUp) {
   telemetry::OtlpSettings s;
-  s.endpoint = "http://127.0.0.1:" + std::to_string(dead_port()) + "/v1/traces";
+  s.endpoint =
+      "http://127.0.0.1:" + std::to_string(sandboxio::testing::free_loopback_port()) + "/v1/traces";
   s.schedule_delay = 1h;  // only flush() sends
   s.max_queue = 8;
   telemetry::OtlpExporter exporter(s);
@@ -353,7 +340,8 @@ TEST(OtlpExporter, ADeadEndpointDropsAndCountsAndNeverHoldsAnOperationUp) {
 
 TEST(OtlpExporter, AFakeSandboxRunsWithADeadEndpointAndItsSpansAreCounted) {
   telemetry::OtlpSettings s;
-  s.endpoint = "http://127.0.0.1:" + std::to_string(dead_port()) + "/v1/traces";
+  s.endpoint =
+      "http://127.0.0.1:" + std::to_string(sandboxio::testing::free_loopback_port()) + "/v1/traces";
   auto exporter = std::make_shared<telemetry::OtlpExporter>(s);
   auto world = sandboxio::fake::World::create();
   sandboxio::CreateOptions o;
