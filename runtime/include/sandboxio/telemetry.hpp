@@ -34,6 +34,9 @@ namespace sandboxio::telemetry {
 
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
+/// The version sandboxio reports as `telemetry.sdk.version` and as its spans' scope version.
+inline constexpr std::string_view kSdkVersion = "0.1.0";
+
 struct OtlpSettings {
   /// The traces endpoint, the whole URL: "http://127.0.0.1:4318/v1/traces" (http or https).
   std::string endpoint = "http://localhost:4318/v1/traces";
