@@ -141,6 +141,7 @@ class _Driver:
         self.timer_at: Optional[int] = None
         self.warnings: List[Problem] = []
         self.drain_until: Optional[int] = None
+        self.shut = False  # its connections are closed and it drives nothing any more
 
     # ---- operations ----
     def submit(self, submit: Callable[[int], int]) -> int:
@@ -181,6 +182,27 @@ class _Driver:
         except (asyncio.CancelledError, errors.SandboxioError):
             pass
 
+    async def finish(self, op: int, orphan_warning: str) -> None:
+        """Waits for op (a kill) to end. Cancelled meanwhile, waits on for the teardown grace,
+        then re-raises; a failure of the op is in its record, not raised here."""
+        entry = self.ops[op]
+        try:
+            await asyncio.shield(entry.future)
+        except asyncio.CancelledError:
+            try:
+                await asyncio.wait_for(asyncio.shield(entry.future),
+                                       self.engine.teardown_grace_ns / 1e9)
+            except asyncio.TimeoutError:
+                _warnings.warn(orphan_warning, errors.OrphanedSandboxWarning)
+            except (asyncio.CancelledError, errors.SandboxioError):
+                pass
+            raise
+        except errors.SandboxioError:
+            pass
+        finally:
+            if entry.future.done():
+                self.ops.pop(op, None)
+
     async def next_chunk(self, op: int) -> Optional[OutputChunk]:
         entry = self.ops.get(op)
         if entry is None:
@@ -201,6 +223,8 @@ class _Driver:
 
     # ---- the machine ----
     def pump(self) -> None:
+        if self.shut:
+            return
         requests, events = self.engine.poll(_now())
         for request in requests:
             self.perform(request)
@@ -211,7 +235,7 @@ class _Driver:
             self.warnings.append(p)
             _warnings.warn(f"{p.code}: {p.detail}", errors.SandboxWarning, stacklevel=2)
         self.arm()
-        if self.drain_until is not None and (not self.engine.busy() or _now() >= self.drain_until):
+        if self.drain_until is not None and (not self.working() or _now() >= self.drain_until):
             self.shutdown()
 
     def arm(self) -> None:
@@ -362,16 +386,22 @@ class _Driver:
         self.pump()
 
     # ---- the end ----
+    def working(self) -> bool:
+        """Work is in flight: an operation not yet ended, or the machine's own (busy)."""
+        return self.engine.busy() or any(not e.future.done() for e in self.ops.values())
+
     def release(self) -> None:
         """The handle is gone: drive the machine's unfinished work, bounded by the grace."""
-        if self.engine.busy():
+        if self.working():
             self.drain_until = _now() + self.engine.teardown_grace_ns
             _DRAINING.add(self)
+            self.loop.call_later(self.engine.teardown_grace_ns / 1e9, self.pump)  # the bound
             self.pump()
         else:
             self.shutdown()
 
     def shutdown(self) -> None:
+        self.shut = True
         self.drain_until = None
         _DRAINING.discard(self)
         if self.timer is not None:
@@ -563,8 +593,10 @@ class AsyncSandbox:
             self._driver.pump()
 
     async def aclose(self) -> None:
-        """Ends this handle: kills the sandbox unless it was detached or outlives its owner.
-        The kill is shielded from cancellation and bounded by the teardown grace."""
+        """Ends this handle: kills the sandbox unless it was detached or outlives its owner,
+        and waits until the backend confirms. Cancelled meanwhile, it gives the kill the
+        teardown grace (SBX_TEARDOWN_GRACE), then lets the cancellation through; the kill
+        goes on in the loop either way."""
         if self._closed:
             return
         self._closed = True
@@ -572,16 +604,8 @@ class AsyncSandbox:
             if self._owned:
                 self._owned = False
                 op = self._driver.submit(self._driver.engine.submit_kill)
-                entry = self._driver.ops[op]
-                try:
-                    await asyncio.wait_for(asyncio.shield(entry.future),
-                                           self._driver.engine.teardown_grace_ns / 1e9)
-                except asyncio.TimeoutError:
-                    _warnings.warn(f"sandbox {self.id} was not confirmed killed within the "
-                                   "teardown grace; `sandboxio reap` removes it",
-                                   errors.OrphanedSandboxWarning)
-                except errors.SandboxGone:
-                    pass
+                await self._driver.finish(op, f"sandbox {self.id} was not confirmed killed within "
+                                              "the teardown grace; `sandboxio reap` removes it")
         finally:
             self._driver.release()
 
