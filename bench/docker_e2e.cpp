@@ -303,6 +303,16 @@ bool dockerode_available() {
          run_shell("node --version >/dev/null 2>&1") == 0;
 }
 
+std::string python_peer_script() {
+  return std::string(SBX_SOURCE_DIR) + "/bench/python/peer.py";
+}
+
+bool python_available() {
+  return std::string(SBX_PYTHON_PACKAGE_DIR).size() > 0 &&
+         run_shell("PYTHONPATH=" SBX_PYTHON_PACKAGE_DIR " " SBX_PYTHON
+                   " -c 'import sandboxio' >/dev/null 2>&1") == 0;
+}
+
 // ---- the concurrent scenario, each in a process of its own (its peak memory is its own) ----
 constexpr const char* kConcurrentCommand = "echo ready";
 
@@ -401,6 +411,16 @@ int main(int argc, char** argv) {
   } else {
     std::cerr << "*** dockerode is not installed (npm ci in bench/node): its column is empty ***\n";
   }
+  // sandboxio from Python (python/): the same engine through the extension, sync and asyncio.
+  std::unique_ptr<NodePeer> python;
+  if (python_available()) {
+    python = NodePeer::start(
+        {"env", "PYTHONPATH=" SBX_PYTHON_PACKAGE_DIR, SBX_PYTHON, python_peer_script(), o.image});
+    versions["python"] = shell_output(SBX_PYTHON " -c 'import sys; print(sys.version.split()[0])'");
+  } else {
+    std::cerr << "*** the Python package is not built (python3-dev, pybind11-dev): its rows are "
+                 "empty ***\n";
+  }
   Samples samples;
   auto want = [&o](const char* scenario) { return o.only.empty() || o.only == scenario; };
   auto node_ms = [&](const std::string& cmd, const char* key = "ms") -> std::optional<double> {
@@ -452,9 +472,25 @@ int main(int argc, char** argv) {
     auto t = Clock::now();
     if (!sb.run({"true"}).ok()) std::cerr << "sandboxio exec path: run failed\n";
     samples["latency_ms"]["sandboxio exec path"].push_back(ms_since(t));
-    t = Clock::now();
-    if (!sba.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
-    samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+    // The C++ sync API and Python's two APIs over it, in an order that rotates every round:
+    // what ran just before (a docker exec's runc, still exiting on the other core) shows in a
+    // round trip of a millisecond, so no peer may always come first.
+    for (int k = 0; k < 3; ++k) {
+      const int turn = (k + r) % 3;
+      if (turn == 0) {
+        t = Clock::now();
+        if (!sba.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
+        samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+      } else if (python) {
+        const bool sync_turn = turn == 1;
+        const auto reply =
+            python->call(sync_turn ? R"({"op":"run_true_sync"})" : R"({"op":"run_true_async"})");
+        if (auto ms = number_in(reply, "ms"))
+          samples["latency_ms"]
+                 [sync_turn ? "sandboxio from Python, sync" : "sandboxio from Python, asyncio"]
+                     .push_back(*ms);
+      }
+    }
     t = Clock::now();
     if (run_shell("docker exec " + id + " true") != 0) std::cerr << "docker CLI: failed\n";
     samples["latency_ms"]["docker CLI"].push_back(ms_since(t));
@@ -633,6 +669,10 @@ int main(int argc, char** argv) {
         {"sandboxio asio, 1 thread", self + " --concurrent-child asio " + k + " " + o.image},
         {"sandboxio sync, thread each", self + " --concurrent-child threads " + k + " " + o.image},
         {"dockerode", node ? "node " + peer_script() + " --concurrent " + k + " " + o.image : ""},
+        {"sandboxio from Python, asyncio, 1 loop",
+         python ? std::string("PYTHONPATH=" SBX_PYTHON_PACKAGE_DIR " " SBX_PYTHON " ") +
+                      python_peer_script() + " --concurrent " + k + " " + o.image
+                : ""},
     };
     for (const auto& [name, cmd] : modes) {
       if (cmd.empty()) continue;

@@ -323,7 +323,11 @@ plot {", ".join(plots)}
                                       s.get("concurrent_peak_mib", {}))
         self.local_targets(lat, first, out,
                            {k: median(v) for k, v in s.get("egress_download_mib_s", {}).items()})
-        peers = [k for k in ["sandboxio", "sandboxio exec path", "sandboxio local://",
+        self.python_targets(lat, s.get("concurrent_wall_ms", {}), s.get("concurrent_peak_mib", {}),
+                            p.get("concurrent", "?"))
+        peers = [k for k in ["sandboxio", "sandboxio from Python, sync",
+                             "sandboxio from Python, asyncio", "sandboxio exec path",
+                             "sandboxio local://",
                              "bwrap (a process spawn)", "sandboxio local:// gVisor",
                              "sandboxio docker:// gVisor", "raw socket", "dockerode", "docker CLI"]
                  if k in lat]
@@ -495,6 +499,41 @@ plot {", ".join(plots)}
                                   {k: s["latency_ms"][k] for k in peers}),
                    "e2b run latency distribution")
         self.e2b_concurrent(doc)
+
+    def python_targets(self, lat, cw, cm, n):
+        """`import sandboxio` (python/) next to the C++ API it wraps."""
+        cpp = lat.get("sandboxio")
+        sync, aio = lat.get("sandboxio from Python, sync"), lat.get("sandboxio from Python, asyncio")
+        if cpp is None or sync is None:
+            return
+        self.w("### From Python")
+        self.w()
+        self.w("`import sandboxio` (`python/`) in a warm Python process (`bench/python/peer.py`), "
+               "its times taken inside it: the sync API, which is the C++ sync API with the GIL "
+               "released, and the asyncio API, whose transport is asyncio itself driving the "
+               "same machine. The C++ sync API and the two Python ones take turns in an order "
+               "that rotates every round.")
+        self.w()
+        rows = [["Python sync `run` vs the C++ sync API", fmt(sync / cpp, 3),
+                 verdict(sync / cpp, 1.10, False)]]
+        if aio is not None:
+            rows.append(["Python asyncio `run` vs the C++ sync API", fmt(aio / cpp, 3),
+                         verdict(aio / cpp, 1.10, False)])
+        py = "sandboxio from Python, asyncio, 1 loop"
+        asio = "sandboxio asio, 1 thread"
+        if cw.get(py) and cw.get(asio):
+            rows.append([f"{n} sandboxes at once from one asyncio loop, wall "
+                         "time vs Asio", fmt(median(cw[py]) / median(cw[asio]), 3), "measured"])
+            rows.append(["the same, peak memory vs Asio",
+                         fmt(median(cm.get(py, [0])) / median(cm.get(asio, [1])), 3), "measured"])
+        self.table(["comparison (Python / C++)", "value", "verdict"], rows)
+        if aio is not None and aio / cpp > 1.10:
+            self.w("The asyncio path's extra time is Python's: each reply is read by the "
+                   "event loop, handed to the machine through the extension, and the result "
+                   "wakes the awaiting task on the next loop iteration (a task and a future per "
+                   "call). In a tight loop it is faster than in the benchmark's rounds, where "
+                   "the peer process sleeps between calls.")
+            self.w()
 
     def concurrent_table(self, cw, cm):
         """Wall time and peak memory of each mode of a concurrent scenario, as medians."""
