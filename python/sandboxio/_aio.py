@@ -239,20 +239,24 @@ class _Driver:
             self.shutdown()
 
     def arm(self) -> None:
+        """One timer at the machine's deadline. A later deadline keeps an earlier timer (which
+        then finds nothing due and re-arms): every operation moves the deadline, and a timer
+        per operation would cost more than the operation's own Python."""
         deadline = self.engine.deadline()
-        if deadline == self.timer_at:
+        if deadline is None or (self.timer_at is not None and self.timer_at <= deadline):
             return
         if self.timer is not None:
             self.timer.cancel()
-            self.timer = None
         self.timer_at = deadline
-        if deadline is not None:
-            self.timer = self.loop.call_later(max(0, deadline - _now()) / 1e9, self.on_timer)
+        self.timer = self.loop.call_later(max(0, deadline - _now()) / 1e9, self.on_timer)
 
     def on_timer(self) -> None:
         self.timer = None
         self.timer_at = None
-        self.engine.handle_timeout(_now())
+        deadline = self.engine.deadline()
+        now = _now()
+        if deadline is not None and now >= deadline:
+            self.engine.handle_timeout(now)
         self.pump()
 
     def dispatch(self, event: Tuple[Any, ...]) -> None:
