@@ -122,7 +122,7 @@ py::tuple from_result(const ExecResult& r) {
   py::object sig = r.signal ? py::object(py::int_(*r.signal)) : py::none();
   return py::make_tuple(code, py::bytes(r.stdout_bytes), py::bytes(r.stderr_bytes),
                         r.duration.count(), std::string(to_string(r.termination)), sig, r.streamed,
-                        rich, error, r.context_restarted);
+                        rich, error, r.context_restarted, r.bytes_in, r.bytes_out, r.backend);
 }
 
 py::tuple from_chunk(const OutputChunk& c) {
@@ -207,34 +207,33 @@ void raise_python(int code, const std::string& detail, const std::string& hint) 
 
 // ---- the sync API ----
 
-// Owns a sync::Sandbox; close() (and the destructor) end it with the GIL released.
+// Owns a sync::Sandbox; close() (and the destructor) end it with the GIL released. Each call
+// holds its own reference for as long as it runs, so a close() from another Python thread
+// never pulls the sandbox from under a call in flight: the last of them ends it.
 class SyncSandbox {
  public:
-  explicit SyncSandbox(sync::Sandbox sb) : sb_(std::move(sb)) {}
+  explicit SyncSandbox(sync::Sandbox sb) : sb_(std::make_shared<sync::Sandbox>(std::move(sb))) {}
   SyncSandbox(const SyncSandbox&) = delete;
   SyncSandbox& operator=(const SyncSandbox&) = delete;
-  ~SyncSandbox() {
-    if (!sb_) return;
-    py::gil_scoped_release released;
-    sb_.reset();  // kills it, unless detached or outliving its owner
-  }
-  sync::Sandbox& get() {
+  ~SyncSandbox() { close(); }
+  std::shared_ptr<sync::Sandbox> share() const {
     if (!sb_)
       throw Error(errc::SandboxGone, "this sandbox was closed",
                   "create a new sandbox; close() and the with-block's end kill it");
-    return *sb_;
+    return sb_;
   }
+  sync::Sandbox& get() { return *share(); }  // facts only: nothing that waits
   void close() {
-    if (!sb_) return;
-    std::optional<sync::Sandbox> ending = std::move(sb_);
+    std::shared_ptr<sync::Sandbox> ending = std::move(sb_);
     sb_.reset();
+    if (!ending) return;
     py::gil_scoped_release released;
-    ending.reset();
+    ending.reset();  // kills it, unless detached, outliving its owner, or still in a call
   }
   bool closed() const { return !sb_; }
 
  private:
-  std::optional<sync::Sandbox> sb_;
+  std::shared_ptr<sync::Sandbox> sb_;
 };
 
 class SyncProcess {
@@ -275,9 +274,11 @@ class SyncProcess {
 // Runs `f` on the sandbox with the GIL released; returns what it returns.
 template <class F>
 auto unlocked(SyncSandbox& s, F&& f) {
-  sync::Sandbox& sb = s.get();
+  std::shared_ptr<sync::Sandbox> sb = s.share();
   py::gil_scoped_release released;
-  return f(sb);
+  auto result = f(*sb);
+  sb.reset();  // the last reference after a close() from another thread: ends it here
+  return result;
 }
 
 // ---- the machine for the asyncio transport ----
