@@ -148,6 +148,8 @@ int run(const RunArgs& a) {
             std::chrono::duration_cast<std::chrono::milliseconds>(r.duration).count()));
     w.key("stdout").value(r.stdout_bytes);
     w.key("stderr").value(r.stderr_bytes);
+    w.key("bytes_in").value(static_cast<std::uint64_t>(r.bytes_in));
+    w.key("bytes_out").value(static_cast<std::uint64_t>(r.bytes_out));
     if (learned) {
       w.key("learned_allow_list").begin_array();
       for (const auto& h : hosts)

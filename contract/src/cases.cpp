@@ -712,6 +712,62 @@ void audit_one_record_per_operation(const Target& t) {
   require(records[2].exit_code == 5, "the record of a failing command lacks its exit code");
 }
 
+// The meter: results and records count the bytes that went in and came out, and name the
+// backend, whatever the path (kept output, streamed output, stdin, files).
+void audit_meter_counts_bytes(const Target& t) {
+  auto sink = std::make_shared<QueueSink>();
+  CreateOptions o;
+  o.audit.sink = sink;
+  auto sb = make(t, o);
+  const auto caps = sb->capabilities();
+  Command c;
+  c.argv = {"head", "-c", "1000", "/dev/zero"};
+  if (caps.contains(Capability::Stdin)) {
+    c.argv = {"cat"};
+    c.stdin_data = std::string(1000, 'x');
+  }
+  const auto r = sb->run(c);
+  require(r.bytes_out == 1000 && r.bytes_in == c.stdin_data.size(),
+          "run() metered " + std::to_string(r.bytes_in) + " in, " + std::to_string(r.bytes_out) +
+              " out");
+  require(r.backend == sb->info().backend, "run() named the backend '" + r.backend + "'");
+  std::uint64_t streamed = 0;
+  if (caps.contains(Capability::Streaming)) {
+    auto p = sb->stream({"sh", "-c", "echo 12345; echo 678 >&2"});
+    while (p->next()) {
+    }
+    const auto sr = p->wait();
+    streamed = sr.bytes_out;
+    require(sr.bytes_out == 10, "a stream metered " + std::to_string(sr.bytes_out) + " bytes out");
+  }
+  if (caps.contains(Capability::Filesystem)) {
+    sb->write_file("/tmp/sbx-meter", std::string(3000, 'm'));
+    (void)sb->read_file("/tmp/sbx-meter");
+  }
+  sb->kill();
+  const auto records = sink->drain();
+  auto find = [&](Operation op) -> const OperationRecord* {
+    for (const auto& rec : records)
+      if (rec.operation == op) return &rec;
+    return nullptr;
+  };
+  const auto* run = find(Operation::Run);
+  require(run && run->bytes_in == c.stdin_data.size() && run->bytes_out == 1000,
+          "the run's record lacks its byte counts");
+  require(to_json_line(*run).find("\"bytes_out\":1000") != std::string::npos,
+          "the record's JSON lacks bytes_out: " + to_json_line(*run));
+  if (streamed) {
+    const auto* stream = find(Operation::Stream);
+    require(stream && stream->bytes_out == 10, "the stream's record lacks its byte count");
+  }
+  if (caps.contains(Capability::Filesystem)) {
+    const auto* write = find(Operation::WriteFile);
+    const auto* read = find(Operation::ReadFile);
+    require(write && write->bytes_in == 3000, "write_file's record does not count 3000 bytes in");
+    require(read && read->bytes_out == 3000, "read_file's record does not count 3000 bytes out");
+  }
+}
+
 void audit_error_code_filled(const Target& t) {
   auto sink = std::make_shared<QueueSink>();
   CreateOptions o;
@@ -796,6 +852,7 @@ constexpr Case kCases[] = {
     {"files.missing_path_codes", files_missing_path_codes},
     {"audit.one_record_per_operation", audit_one_record_per_operation},
     {"audit.error_code_filled", audit_error_code_filled},
+    {"audit.meter_counts_bytes", audit_meter_counts_bytes},
     {"isolation.require_refuses_weaker", isolation_require_refuses_weaker},
     {"isolation.unknown_tier_warns", isolation_unknown_tier_warns},
 };

@@ -23,11 +23,16 @@ void trace_env(const OperationRecord& record, const std::optional<TraceContext>&
   env.set("TRACEPARENT", trace->traceparent(record.trace.span_id()));
 }
 
-RecordEnding record_completion(OperationRecord& record, const Completion& value,
-                               const Problem& gone) {
-  if (const auto* r = std::get_if<ExecResult>(&value)) {
+RecordEnding record_completion(OperationRecord& record, Completion& value, const Problem& gone) {
+  if (auto* r = std::get_if<ExecResult>(&value)) {
+    r->backend = record.backend;
+    r->bytes_in = record.bytes_in;
+    if (r->bytes_out == 0) r->bytes_out = r->stdout_bytes.size() + r->stderr_bytes.size();
     record.exit_code = r->exit_code;
     record.termination = r->termination;
+    record.bytes_out = r->bytes_out;
+  } else if (const auto* data = std::get_if<Bytes>(&value)) {
+    record.bytes_out = data->size();
   }
   if (record.termination == Termination::Timeout)
     return {Outcome::Timeout, Problem{errc::ExecutionTimeout, "killed at its timeout", {}}};

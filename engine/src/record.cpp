@@ -113,6 +113,8 @@ std::string to_json_line(const OperationRecord& r) {
   if (r.exit_code) w.key("exit_code").value(*r.exit_code);
   if (r.termination) w.key("termination").value(to_string(*r.termination));
   if (r.possible_orphan) w.key("possible_orphan").value(true);
+  w.key("bytes_in").value(static_cast<std::uint64_t>(r.bytes_in));
+  w.key("bytes_out").value(static_cast<std::uint64_t>(r.bytes_out));
   if (r.trace.traced()) {
     w.key("trace_id").value(r.trace.trace_id());
     w.key("span_id").value(r.trace.span_id());

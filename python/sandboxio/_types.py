@@ -142,6 +142,9 @@ class ExecResult:
     results: Tuple[RichOutput, ...] = ()
     error: Optional[CodeError] = None
     context_restarted: bool = False
+    bytes_in: int = 0  # the meter: stdin or code sent in
+    bytes_out: int = 0  # output that came out (stdout and stderr, streamed or kept)
+    backend: str = ""  # the DSN scheme that ran it
 
     @property
     def ok(self) -> bool:
@@ -204,13 +207,14 @@ class Problem:
 # ---- from the engine's tuples ----
 
 def result_from(t: Tuple[Any, ...]) -> ExecResult:
-    code, out, err, duration_ns, termination, sig, streamed, rich, error, restarted = t
+    (code, out, err, duration_ns, termination, sig, streamed, rich, error, restarted, bytes_in,
+     bytes_out, backend) = t
     return ExecResult(
         exit_code=code, stdout=out, stderr=err, duration=duration_ns / 1e9,
         termination=termination, signal=sig, streamed=streamed,
         results=tuple(RichOutput(m, d) for m, d in rich),
         error=CodeError(*error) if error is not None else None,
-        context_restarted=restarted)
+        context_restarted=restarted, bytes_in=bytes_in, bytes_out=bytes_out, backend=backend)
 
 
 def chunk_from(t: Tuple[Any, ...]) -> OutputChunk:

@@ -14,8 +14,18 @@ def test_a_command_runs_and_its_output_comes_back(make):
     sb = make()
     r = sb.run(["sh", "-c", "echo out; echo err >&2"])
     assert r == sandboxio.ExecResult(exit_code=0, stdout=b"out\n", stderr=b"err\n",
-                                     duration=r.duration)
+                                     duration=r.duration, bytes_out=8, backend=make.backend)
     assert r.ok and r.stdout_text == "out\n"
+
+
+def test_the_meter_counts_what_went_in_and_came_out(make):
+    sb = make()
+    r = sb.run(["cat"], stdin=b"x" * 1000)
+    assert (r.bytes_in, r.bytes_out, r.backend) == (1000, 1000, make.backend)
+    with sb.stream(["sh", "-c", "echo 12345; echo 678 >&2"]) as p:
+        list(p)
+        streamed = p.wait()
+    assert streamed.stdout == b"" and streamed.bytes_out == 10
 
 
 def test_a_failing_command_is_a_result_not_an_exception(make):

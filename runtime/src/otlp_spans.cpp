@@ -73,6 +73,8 @@ Span to_span(const OperationRecord& r) {
   if (r.exit_code) add(s, attr::kProcessExitCode, static_cast<std::int64_t>(*r.exit_code));
   if (r.termination) add(s, attr::kTermination, to_string(*r.termination));
   if (r.possible_orphan) add(s, attr::kPossibleOrphan, true);
+  if (r.bytes_in != 0) add(s, attr::kBytesIn, static_cast<std::int64_t>(r.bytes_in));
+  if (r.bytes_out != 0) add(s, attr::kBytesOut, static_cast<std::int64_t>(r.bytes_out));
   if (r.egress) {
     const EgressAttempt& e = *r.egress;
     add(s, attr::kServerAddress, e.host);

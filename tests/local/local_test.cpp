@@ -637,7 +637,7 @@ TEST(Local, EgressRecordsReachTheJsonLinesSinkAndABearerTokenReachesNone) {
   ASSERT_EQ(egress.size(), 2u) << all;
   const std::string& allowed =
       egress[0].find(R"("allowed":true)") != std::string::npos ? egress[0] : egress[1];
-  const std::size_t at = allowed.find("\"bytes_in\":");
+  const std::size_t at = allowed.find("\"bytes_in\":", allowed.find("\"egress\":"));
   ASSERT_NE(at, std::string::npos) << allowed;
   EXPECT_GE(std::stoul(allowed.substr(at + 11)), canary.body().size())
       << allowed;  // the reply: its head and the canary's body

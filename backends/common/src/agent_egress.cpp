@@ -189,6 +189,8 @@ void AgentMachine::egress_finish(std::uint32_t channel, Instant now, const std::
     outcome = Outcome::Failed;
     problem = Problem{errc::ConnectionFailed, attempt.reason, {}};
   }
+  record.bytes_in = attempt.bytes_in;  // the meter: into the sandbox, from the upstream
+  record.bytes_out = attempt.bytes_out;
   record.egress = std::move(attempt);
   const Instant started = t.started;
   tunnels_.erase(it);

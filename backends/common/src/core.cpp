@@ -59,6 +59,7 @@ std::optional<Problem> OutputAccount::take(OpId op, StreamKind kind, std::string
 
 void OutputAccount::fill(ExecResult& r) {
   r.streamed = streaming;
+  r.bytes_out = offsets[0] + offsets[1];
   if (streaming) return;
   r.stdout_bytes = std::move(out);
   r.stderr_bytes = std::move(err);

@@ -47,6 +47,7 @@ OpId DockerMachine::submit_run_code(CodeRequest request, Instant now) {
   }
   if (request.context || agent_python()) {
     const OpId id = open(Operation::RunCode, now, request.code);
+    meter_in(id, request.code.size());
     if (!alive(id)) return id;
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
     if (!agent_python())

@@ -55,6 +55,9 @@ OpId DockerMachine::start_user_exec(Operation operation, Command command, bool s
       open(operation, now,
            operation == Operation::RunCode && command.argv.size() == 3 ? command.argv[2]
                                                                        : shell_join(command.argv));
+  meter_in(id, operation == Operation::RunCode && command.argv.size() == 3
+                   ? command.argv[2].size()
+                   : command.stdin_data.size());
   if (!alive(id)) return id;
   traced(id, command.env);
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);

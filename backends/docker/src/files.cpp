@@ -13,6 +13,7 @@ namespace sandboxio::docker::detail {
 
 OpId DockerMachine::submit_write_file(std::string file, Bytes data, Instant now) {
   const OpId id = open(Operation::WriteFile, now, file);
+  meter_in(id, data.size());
   if (!alive(id)) return id;
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
   if (file == "/") return fail(id, Problem{errc::IsADirectory, "\"/\" is a directory", {}}, now);

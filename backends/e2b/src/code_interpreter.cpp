@@ -11,6 +11,7 @@ namespace sandboxio::e2b::detail {
 
 OpId E2bMachine::submit_run_code(CodeRequest request, Instant now) {
   const OpId id = open(Operation::RunCode, now, request.code);
+  meter_in(id, request.code.size());
   if (!alive(id)) return id;
   traced(id, request.env);
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);

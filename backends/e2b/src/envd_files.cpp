@@ -10,6 +10,7 @@ namespace sandboxio::e2b::detail {
 
 OpId E2bMachine::submit_write_file(std::string file, Bytes data, Instant now) {
   const OpId id = open(Operation::WriteFile, now, file);
+  meter_in(id, data.size());
   if (!alive(id)) return id;
   if (auto p = file_checks(file, now)) return fail(id, std::move(*p), now);
   http::Request req = envd_request("POST", "/files?path=" + percent_encode(file, "/"), kEnvdPort);

@@ -32,6 +32,7 @@ OpId E2bMachine::submit_run_pty(Command command, std::uint16_t cols, std::uint16
 
 OpId E2bMachine::start_command(Operation operation, Command command, bool streaming, Instant now) {
   const OpId id = open(operation, now, shell_join(command.argv));
+  meter_in(id, command.stdin_data.size());
   if (!alive(id)) return id;
   traced(id, command.env);
   if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);

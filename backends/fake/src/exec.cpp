@@ -18,6 +18,7 @@ OpId FakeMachine::submit_stream(Command command, Instant now) {
 
 OpId FakeMachine::submit_run_code(CodeRequest request, Instant now) {
   const OpId id = open(Operation::RunCode, now, request.code);
+  meter_in(id, request.code.size());
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
   if (options_) trace_env(ops_.at(id).record, options_->trace, request.env);
   if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
@@ -149,6 +150,7 @@ detail::ShellEnv FakeMachine::shell_env(const Env& extra, const std::string& wor
 
 OpId FakeMachine::start_exec(Operation operation, Command command, Instant now) {
   const OpId id = open(operation, now, shell_join(command.argv));
+  meter_in(id, command.stdin_data.size());
   if (ops_.count(id) == 0) return id;  // refused: too many operations in flight
   if (options_) trace_env(ops_.at(id).record, options_->trace, command.env);
   if (auto p = need_sandbox(now); p) return fail(id, std::move(*p), now);
@@ -238,6 +240,7 @@ void FakeMachine::finish_exec(OpId id, Instant now, Termination why) {
   r.duration = now - op.started;
   r.termination = why;
   r.streamed = op.streaming;
+  if (op.streaming) r.bytes_out = op.offsets[0] + op.offsets[1];  // the meter
   if (why == Termination::Exited) {
     if (op.outcome.signal) {
       r.termination = Termination::Signalled;

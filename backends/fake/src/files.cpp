@@ -5,6 +5,7 @@ namespace sandboxio::fake::impl {
 
 OpId FakeMachine::submit_write_file(std::string path, Bytes data, Instant now) {
   const OpId id = open(Operation::WriteFile, now, path);
+  meter_in(id, data.size());
   const auto found = begin_file_op(id, Operation::WriteFile, path, now);
   if (!found) return id;
   const std::string& norm = *found;

@@ -105,6 +105,10 @@ class FakeMachine final : public Machine {
 
   // ---- helpers ----
   OpId open(Operation operation, Instant now, std::string command);
+  /// The meter: `bytes` went into the sandbox with operation `id` (stdin, code, a file).
+  void meter_in(OpId id, std::uint64_t bytes) {
+    if (auto it = ops_.find(id); it != ops_.end()) it->second.record.bytes_in = bytes;
+  }
 
   void push(Event e) { events_.push_back(std::move(e)); }
 

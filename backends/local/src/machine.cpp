@@ -219,6 +219,7 @@ class LocalMachine final : public backend::AgentMachine {
 
   OpId submit_run_code(CodeRequest request, Instant now) override {
     const OpId id = open(Operation::RunCode, now, request.code);
+    meter_in(id, request.code.size());
     if (!alive(id)) return id;
     traced(id, request.env);
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);
@@ -248,6 +249,7 @@ class LocalMachine final : public backend::AgentMachine {
   // ---- files ----
   OpId submit_write_file(std::string path, Bytes data, Instant now) override {
     const OpId id = file_op(Operation::WriteFile, path, now);
+    meter_in(id, data.size());
     if (!alive(id)) return id;
     if (path == "/") return fail(id, Problem{errc::IsADirectory, "\"/\" is a directory", {}}, now);
     agent_write(id, std::move(path), std::move(data), now);
@@ -390,6 +392,7 @@ class LocalMachine final : public backend::AgentMachine {
 
   OpId start_command(Operation operation, Command command, bool streaming, Instant now) {
     const OpId id = open(operation, now, shell_join(command.argv));
+    meter_in(id, command.stdin_data.size());
     if (!alive(id)) return id;
     traced(id, command.env);
     if (auto p = need_sandbox(now)) return fail(id, std::move(*p), now);

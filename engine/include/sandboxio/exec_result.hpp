@@ -74,6 +74,11 @@ struct ExecResult {
   /// run_code in a context: the context was restarted during or before this call (it could
   /// not be interrupted, or its interpreter ended), so the variables of earlier calls are gone.
   bool context_restarted = false;
+  /// The meter: bytes the caller sent in (stdin, the code) and the command's output bytes
+  /// (stdout and stderr, streamed or kept), and the backend that ran it (its DSN scheme).
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::string backend{};
 
   /// Exited by itself with status 0.
   [[nodiscard]] bool ok() const noexcept {

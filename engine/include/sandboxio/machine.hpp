@@ -219,7 +219,9 @@ struct RecordEnding {
   Outcome outcome = Outcome::Ok;
   std::optional<Problem> problem{};
 };
-[[nodiscard]] RecordEnding record_completion(OperationRecord& record, const Completion& value,
+/// It also meters an ExecResult: its backend and bytes in from the record, its bytes out (the
+/// output a backend counted, else what it kept) into the record; a read file's size too.
+[[nodiscard]] RecordEnding record_completion(OperationRecord& record, Completion& value,
                                              const Problem& gone);
 
 /// The security rules of create(), enforced from what a backend declares: a tier that does not

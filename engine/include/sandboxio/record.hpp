@@ -78,7 +78,11 @@ struct OperationRecord {
   IsolationTier tier{};
   std::optional<int> exit_code{};
   std::optional<Termination> termination{};
-  bool possible_orphan = false;           // teardown's grace expired
+  bool possible_orphan = false;  // teardown's grace expired
+  /// The meter: bytes the caller sent into the sandbox (stdin, code, a written file) and bytes
+  /// that came out (a command's output, streamed or kept; a read file).
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
   std::optional<EgressAttempt> egress{};  // Operation::Egress: the connection
   /// The record's span in a W3C trace (CreateOptions::trace); unset when not traced.
   SpanIds trace{};

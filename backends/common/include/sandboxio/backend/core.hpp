@@ -161,6 +161,11 @@ class MachineCore : public Machine {
     if (it != ops_.end() && options_) trace_env(it->second.record, options_->trace, env);
   }
 
+  /// The meter: `bytes` went into the sandbox with operation `id` (stdin, code, a file).
+  void meter_in(OpId id, std::uint64_t bytes) {
+    if (Op* op = find_op(id)) op->record.bytes_in = bytes;
+  }
+
   [[nodiscard]] bool alive(OpId id) const { return ops_.count(id) != 0; }
   [[nodiscard]] Op* find_op(OpId id) {
     auto it = ops_.find(id);
