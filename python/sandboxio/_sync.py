@@ -21,11 +21,13 @@ class Process:
     def __init__(self, native: _native.SyncProcess) -> None:
         self._native = native
         self._result: Optional[ExecResult] = None
+        self._drained = False  # its output ended: the process has ended too
 
     def __iter__(self) -> Iterator[OutputChunk]:
         while True:
             chunk = self._native.next()
             if chunk is None:
+                self._drained = True
                 return
             yield chunk_from(chunk)
 
@@ -45,7 +47,10 @@ class Process:
 
     def __exit__(self, *exc: Any) -> None:
         if self._result is None:
-            self._native.kill()
+            if self._drained:
+                self.wait()  # ended by itself: keep its result for wait() after the block
+            else:
+                self._native.kill()
 
 
 class Sandbox:

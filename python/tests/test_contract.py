@@ -76,7 +76,7 @@ def test_streamed_output_arrives_in_order_and_the_result_says_streamed(make):
     sb = make()
     with sb.stream(["sh", "-c", "echo 1; echo 2; echo 3; echo 4; echo 5; echo e >&2; exit 4"]) as p:
         chunks = list(p)
-        result = p.wait()
+    result = p.wait()  # after the with-block: a process that ended by itself is not killed
     out = b"".join(c.data for c in chunks if c.stream == "stdout")
     err = b"".join(c.data for c in chunks if c.stream == "stderr")
     assert (out, err) == (b"1\n2\n3\n4\n5\n", b"e\n")
