@@ -27,6 +27,7 @@ import socket
 import ssl
 import time
 import warnings as _warnings
+import weakref
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Set, Tuple, Union, cast
 
 from . import _native, _options, errors
@@ -47,6 +48,93 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
+class _Parked(asyncio.Protocol):
+    """An idle kept-alive connection in the pool. Anything it receives (a peer's close, or
+    bytes nobody asked for) makes it unusable: it is closed and never handed out."""
+
+    def __init__(self, transport: asyncio.Transport, expires: int) -> None:
+        self.transport = transport
+        self.expires = expires
+        self.dead = False
+
+    def data_received(self, data: bytes) -> None:
+        self.drop()
+
+    def eof_received(self) -> bool:
+        self.drop()
+        return False
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self.dead = True
+
+    def drop(self) -> None:
+        self.dead = True
+        self.transport.abort()
+
+
+class _Pool:
+    """Connections a machine left idle between HTTP exchanges (Close.reusable_for), kept for
+    another machine's Open of the same endpoint on the same loop, as the C++ transports' pool
+    does: at most 8 per endpoint and 64 in all, each until its peer's keep-alive ends."""
+
+    PER_ENDPOINT = 8
+    TOTAL = 64
+
+    def __init__(self) -> None:
+        self.idle: Dict[Tuple[Any, ...], Deque[_Parked]] = {}
+
+    def park(self, key: Tuple[Any, ...], transport: asyncio.Transport, keep_ns: int) -> None:
+        self.prune()
+        queue = self.idle.setdefault(key, collections.deque())
+        if len(queue) >= self.PER_ENDPOINT or sum(len(q) for q in self.idle.values()) >= self.TOTAL:
+            transport.abort()
+            return
+        parked = _Parked(transport, _now() + keep_ns)
+        transport.set_protocol(parked)
+        asyncio.get_running_loop().call_later(keep_ns / 1e9, self.prune)  # closed on time
+        if transport.is_reading() is False:
+            transport.resume_reading()  # to see the peer close it meanwhile
+        queue.append(parked)
+
+    def take(self, key: Tuple[Any, ...]) -> Optional[asyncio.Transport]:
+        self.prune()
+        queue = self.idle.get(key)
+        while queue:
+            parked = queue.pop()  # the most recently used: the least likely to be stale
+            if not parked.dead and not parked.transport.is_closing():
+                return parked.transport
+        return None
+
+    def prune(self) -> None:
+        now = _now()
+        for key in list(self.idle):
+            kept: Deque[_Parked] = collections.deque()
+            for parked in self.idle[key]:
+                if parked.dead or parked.transport.is_closing() or now >= parked.expires:
+                    parked.transport.abort()
+                else:
+                    kept.append(parked)
+            if kept:
+                self.idle[key] = kept
+            else:
+                del self.idle[key]
+
+
+_POOLS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
+
+
+def _pool(loop: asyncio.AbstractEventLoop) -> _Pool:
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = _Pool()
+    return pool
+
+
+def _pool_key(endpoint: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """An endpoint as the pool tells them apart: kind, address, port, TLS and its settings."""
+    return tuple(endpoint[:8])
+
+
 class _Conn(asyncio.Protocol):
     """One connection the machine asked for."""
 
@@ -62,6 +150,7 @@ class _Conn(asyncio.Protocol):
         self.opening: Optional["asyncio.Task[None]"] = None
         self.unsent: List[bytes] = []  # sent by the machine before the connection was up
         self.half_close = False
+        self.pool_key: Optional[Tuple[Any, ...]] = None  # reusable: where it goes
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -108,13 +197,19 @@ class _Conn(asyncio.Protocol):
             return
         self.driver.ended(self, exc)
 
-    def close(self) -> None:
+    def close(self, reusable_ns: int = 0) -> None:
         self.ended = True
+        idle = not self.backlog and not self.unsent and not self.half_close
         self.backlog.clear()
         if self.opening is not None and not self.opening.done():
             self.opening.cancel()
         if self.transport is not None:
-            self.transport.abort()
+            if (reusable_ns > 0 and idle and self.pool_key is not None and self.child is None
+                    and not self.transport.is_closing()):
+                _pool(self.driver.loop).park(self.pool_key, self.transport, reusable_ns)
+            else:
+                self.transport.abort()
+            self.transport = None
         if self.child is not None:
             self.child.end()
             self.child = None
@@ -142,6 +237,7 @@ class _Driver:
         self.warnings: List[Problem] = []
         self.drain_until: Optional[int] = None
         self.shut = False  # its connections are closed and it drives nothing any more
+        self.repoll = False  # an input was fed while performing: poll the machine again
 
     # ---- operations ----
     def submit(self, submit: Callable[[int], int]) -> int:
@@ -225,11 +321,14 @@ class _Driver:
     def pump(self) -> None:
         if self.shut:
             return
-        requests, events = self.engine.poll(_now())
-        for request in requests:
-            self.perform(request)
-        for event in events:
-            self.dispatch(event)
+        self.repoll = True
+        while self.repoll:
+            self.repoll = False
+            requests, events = self.engine.poll(_now())
+            for request in requests:
+                self.perform(request)
+            for event in events:
+                self.dispatch(event)
         for problem in self.engine.take_warnings():
             p = problem_from(problem)
             self.warnings.append(p)
@@ -285,9 +384,19 @@ class _Driver:
     def perform(self, request: Tuple[Any, ...]) -> None:
         kind, cid = request[0], request[1]
         if kind == "open":
-            opening = _Conn(self, cid, bool(request[2][3]))
+            endpoint, may_reuse = request[2], request[3]
+            opening = _Conn(self, cid, bool(endpoint[3]))
             self.conns[cid] = opening
-            opening.opening = self.loop.create_task(self.open(opening, request[2]))
+            if endpoint[0] != "process":
+                opening.pool_key = _pool_key(endpoint)
+            kept = _pool(self.loop).take(opening.pool_key) if may_reuse and opening.pool_key else None
+            if kept is not None:  # a connection another machine left idle: up at once
+                kept.set_protocol(opening)
+                opening.connection_made(kept)
+                self.engine.handle_reused(cid, _now())
+                self.repoll = True  # pump() takes what the machine does next
+                return
+            opening.opening = self.loop.create_task(self.open(opening, endpoint))
             return
         conn = self.conns.get(cid)
         if conn is None:
@@ -296,9 +405,9 @@ class _Driver:
             conn.write(request[2])
         elif kind == "half_close":
             conn.write_eof()
-        else:  # close
+        else:  # close, keeping an idle connection for reuse when the machine says it may
             del self.conns[cid]
-            conn.close()
+            conn.close(int(request[2]))
 
     async def open(self, conn: _Conn, endpoint: Tuple[Any, ...]) -> None:
         kind, address, port, tls, server_name, ca, cert, key, peer_pid, argv = endpoint

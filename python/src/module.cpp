@@ -347,13 +347,14 @@ class Engine {
             [&](auto&& r) {
               using R = std::decay_t<decltype(r)>;
               if constexpr (std::is_same_v<R, request::Open>) {
-                requests.append(py::make_tuple("open", r.conn, from_endpoint(r.endpoint)));
+                requests.append(
+                    py::make_tuple("open", r.conn, from_endpoint(r.endpoint), r.may_reuse));
               } else if constexpr (std::is_same_v<R, request::Send>) {
                 requests.append(py::make_tuple("send", r.conn, py::bytes(r.data)));
               } else if constexpr (std::is_same_v<R, request::HalfClose>) {
                 requests.append(py::make_tuple("half_close", r.conn));
               } else if constexpr (std::is_same_v<R, request::Close>) {
-                requests.append(py::make_tuple("close", r.conn));
+                requests.append(py::make_tuple("close", r.conn, r.reusable_for.count()));
               } else {
                 machine_->handle_owners_gone(backend::owners_gone(r.owners), at(now_ns));
               }
@@ -584,6 +585,8 @@ PYBIND11_MODULE(_native, mod) {
       .def("take_warnings", &Engine::take_warnings)
       .def("handle_connected",
            [](Engine& e, ConnId c, std::int64_t now) { e.m().handle_connected(c, at(now)); })
+      .def("handle_reused",
+           [](Engine& e, ConnId c, std::int64_t now) { e.m().handle_reused(c, at(now)); })
       .def("handle_connect_failed",
            [](Engine& e, ConnId c, int code, std::string detail, std::int64_t now) {
              e.m().handle_connect_failed(c, Problem{static_cast<errc>(code), std::move(detail), {}},

@@ -53,10 +53,24 @@ def e2b_dsn() -> str:
     if not folder or not os.path.exists(ports_file):
         _skip_or_fail("the local E2B server is not running (ctest starts it; scripts/e2b-env)",
                       "SBX_REQUIRE_DOCKER")
-    ports = json.load(open(ports_file))
+    with open(ports_file) as f:
+        ports = json.load(f)
     os.environ["E2B_API_KEY"] = E2B_API_KEY
     return (f"e2b://base?api_url=https://127.0.0.1:{ports['apiTls']}"
             f"&sandbox_url=https://127.0.0.1:{ports['sandboxTls']}&ca={TEST_CA}")
+
+
+def e2b_addresses(sandbox_id: str) -> set:
+    """The client addresses of the connections that carried requests for a sandbox, as the
+    local E2B server saw them (its /_test/connections)."""
+    import re
+    import urllib.request
+
+    with open(os.path.join(os.environ["SBX_E2B_DIR"], "ports.json")) as f:
+        ports = json.load(f)
+    url = f"http://127.0.0.1:{ports['api']}/_test/connections?sandbox={sandbox_id}"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return set(re.findall(r'"(127\.0\.0\.1:[0-9]+)"', text))
 
 
 def dsn_for(backend: str) -> str:

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import sandboxio
-from conftest import dsn_for
+from conftest import dsn_for, e2b_addresses
 
 REAL = ["docker", "e2b", "local"]
 
@@ -133,3 +133,22 @@ def test_a_stream_is_a_plain_factory_and_an_async_iterator(sbx_fake):
     chunks, result = asyncio.run(main())
     assert sorted((c.stream, c.data) for c in chunks) == [("stderr", b"b\n"), ("stdout", b"a\n")]
     assert result.exit_code == 2 and result.streamed
+
+
+def test_runs_share_one_kept_alive_connection_and_a_later_sandbox_reuses_it():
+    dsn = dsn_for("e2b")
+
+    async def main():
+        async with await sandboxio.acreate(dsn) as a:
+            for _ in range(20):
+                assert (await a.run(["true"])).ok
+            first = e2b_addresses(a.id)
+        # a's idle connections went to the loop's pool when it ended
+        async with await sandboxio.acreate(dsn) as b:
+            assert (await b.run(["echo", "reused"])).stdout == b"reused\n"
+            second = e2b_addresses(b.id)
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert len(first) == 1, f"20 runs on one sandbox used {len(first)} connections"
+    assert first & second, "the second sandbox opened new connections only"
