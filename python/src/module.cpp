@@ -355,8 +355,11 @@ class Engine {
                 requests.append(py::make_tuple("half_close", r.conn));
               } else if constexpr (std::is_same_v<R, request::Close>) {
                 requests.append(py::make_tuple("close", r.conn, r.reusable_for.count()));
-              } else {
+              } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
                 machine_->handle_owners_gone(backend::owners_gone(r.owners), at(now_ns));
+              } else {
+                // request::Pass: never asked, the asyncio transport says no pass_sockets.
+                requests.append(py::make_tuple("close", r.conn, 0));
               }
             },
             std::move(*req));

@@ -155,6 +155,17 @@ struct Close {
   /// the same endpoint with it (handle_reused) instead of a new connection; or just close it.
   std::chrono::nanoseconds reusable_for{0};
 };
+/// Hands the connected socket of `conn` to the program at the other end of `via` (a Unix or
+/// Process connection): `data` is queued on `via` after what it holds, with the socket's
+/// descriptor riding on its first byte (SCM_RIGHTS). From then on `conn` is not the driver's:
+/// it is neither read nor written nor named in a handle_*() call again, and its descriptor
+/// here is closed once sent. Asked only of a driver that said DriverFeatures::pass_sockets,
+/// and only right after handle_connected(conn), before the driver read anything from it.
+struct Pass {
+  ConnId conn{};
+  ConnId via{};
+  Bytes data{};
+};
 /// Which of these owners ("host:pid", from io.sandboxio.owner labels) are gone? The driver
 /// answers with handle_owners_gone() (the machine cannot look at processes itself).
 struct ProbeOwners {
@@ -162,7 +173,16 @@ struct ProbeOwners {
 };
 }  // namespace request
 using Request = std::variant<request::Open, request::Send, request::HalfClose, request::Close,
-                             request::ProbeOwners>;
+                             request::ProbeOwners, request::Pass>;
+
+/// What a driver can do beyond connections and bytes; it says so once, before the first
+/// submit (Machine::handle_driver_features). A machine asks nothing beyond what was said.
+struct DriverFeatures {
+  /// It performs request::Pass (the blocking transport's POSIX link does).
+  bool pass_sockets = false;
+
+  friend bool operator==(const DriverFeatures&, const DriverFeatures&) = default;
+};
 
 /// The value an operation completes with.
 using Completion = std::variant<std::monostate,                // kill, write_file, remove_file, ...
@@ -271,6 +291,9 @@ class Machine {
     (void)gone;
     (void)now;
   }
+  /// What the driver can do beyond bytes; by default, nothing (a machine that asks nothing
+  /// more ignores it).
+  virtual void handle_driver_features(DriverFeatures features) { (void)features; }
 
   // ---- commands: each returns the OpId its events will carry ----
   virtual OpId submit_create(const CreateOptions& options, Instant now) = 0;
@@ -371,6 +394,9 @@ class ForwardingMachine : public Machine {
   }
   void handle_owners_gone(std::vector<std::string> gone, Instant now) override {
     inner_->handle_owners_gone(std::move(gone), now);
+  }
+  void handle_driver_features(DriverFeatures features) override {
+    inner_->handle_driver_features(features);
   }
   OpId submit_create(const CreateOptions& o, Instant now) override {
     return inner_->submit_create(o, now);

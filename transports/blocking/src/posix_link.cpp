@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sandboxio/backend/identity.hpp"
@@ -106,9 +108,8 @@ class PosixLink final : public Link {
   PosixLink()
       : epoch_(std::chrono::steady_clock::now()), wall_epoch_(std::chrono::system_clock::now()) {}
   ~PosixLink() override {
-    for (auto& [id, c] : conns_) {
-      if (c.fd >= 0) ::close(c.fd);
-    }
+    for (auto& [id, c] : conns_)
+      c.release();
   }
   PosixLink(const PosixLink&) = delete;
   PosixLink& operator=(const PosixLink&) = delete;
@@ -121,6 +122,7 @@ class PosixLink final : public Link {
     return wall_epoch_ +
            std::chrono::duration_cast<std::chrono::system_clock::duration>(at.time_since_epoch());
   }
+  DriverFeatures features() const override { return DriverFeatures{.pass_sockets = true}; }
   void perform(Machine& machine, Request request) override;
   void wait(Machine& machine, std::optional<Instant> wake) override;
 
@@ -137,8 +139,20 @@ class PosixLink final : public Link {
     bool tls_ready = false;
     Endpoint endpoint{};     // for the peer check once a deferred connect completes
     ChildProcess process{};  // a Process endpoint's program: ended with the connection
-    void queue(std::string bytes) {
-      if (!bytes.empty()) out.push_back(std::move(bytes));
+    std::deque<int> out_fd;  // per piece of `out`: a descriptor riding on its first byte, or -1
+    void queue(std::string bytes, int riding = -1) {
+      if (bytes.empty()) return;
+      out.push_back(std::move(bytes));
+      out_fd.push_back(riding);
+    }
+    /// Closes what this connection holds: its socket and descriptors it did not send yet.
+    void release() {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      for (int& passing : out_fd) {
+        if (passing >= 0) ::close(passing);
+        passing = -1;
+      }
     }
     /// TLS: the next ciphertext, once what was queued has gone (plaintext is encrypted a
     /// slice at a time as the socket drains).
@@ -150,6 +164,7 @@ class PosixLink final : public Link {
   void deliver(Machine& machine, ConnId id, Conn& c, std::string_view data);
   void open(Machine& machine, ConnId id, const Endpoint& endpoint, bool may_reuse);
   void close_conn(ConnId id);
+  void pass(ConnId id, ConnId via, std::string data);
   void park(ConnId id, std::chrono::nanoseconds reusable_for);
 
   std::chrono::steady_clock::time_point epoch_;
@@ -188,6 +203,8 @@ void PosixLink::perform(Machine& machine, Request request) {
           }
         } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
           machine.handle_owners_gone(backend::owners_gone(r.owners), now());
+        } else if constexpr (std::is_same_v<R, request::Pass>) {
+          pass(r.conn, r.via, std::move(r.data));
         }
       },
       std::move(request));
@@ -347,9 +364,46 @@ void PosixLink::park(ConnId id, std::chrono::nanoseconds reusable_for) {
 void PosixLink::close_conn(ConnId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
+  it->second.release();
   conns_.erase(it);
 }
+
+void PosixLink::pass(ConnId id, ConnId via, std::string data) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  const int fd = std::exchange(it->second.fd, -1);
+  close_conn(id);
+  auto to = conns_.find(via);
+  // A descriptor goes only to the peer of a plain Unix socket or socket pair; anything else
+  // closes it, and the machine's peer sees a frame with no socket (its protocol error).
+  if (fd < 0 || to == conns_.end() || to->second.tls ||
+      to->second.endpoint.kind == Endpoint::Kind::Tcp) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  to->second.queue(std::move(data), fd);
+}
+
+namespace {
+
+/// send(2) with `fd` attached (SCM_RIGHTS): the kernel delivers it with these bytes.
+ssize_t send_with(int socket, const char* data, std::size_t size, int fd) {
+  iovec iov{const_cast<char*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+  return ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+}
+
+}  // namespace
 
 void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
   // Bytes held back (backpressure) go first: the consumer may have made room since. Progress
@@ -418,11 +472,15 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
     while ((fds[i].revents & POLLOUT) && !c.out.empty()) {
       const std::string& front = c.out.front();
       const std::size_t left = front.size() - c.sent;
-      const ssize_t w = ::send(c.fd, front.data() + c.sent, left, MSG_NOSIGNAL);
+      int& passing = c.out_fd.front();
+      const ssize_t w = passing >= 0 ? send_with(c.fd, front.data() + c.sent, left, passing)
+                                     : ::send(c.fd, front.data() + c.sent, left, MSG_NOSIGNAL);
       if (w <= 0) break;
+      if (passing >= 0) ::close(std::exchange(passing, -1));  // the peer has its own now
       c.sent += static_cast<std::size_t>(w);
       if (c.sent == front.size()) {
         c.out.pop_front();
+        c.out_fd.pop_front();
         c.sent = 0;
       }
       c.refill();

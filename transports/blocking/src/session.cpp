@@ -17,6 +17,7 @@ Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
       audit_(shared_audit_dispatcher(options_.audit)) {
   exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
   machine_->handle_wall_clock(now(), link_->wall(now()));
+  machine_->handle_driver_features(link_->features());
 }
 
 Session::~Session() {

@@ -21,6 +21,8 @@ class Link {
   [[nodiscard]] virtual Instant now() const = 0;
   /// The wall-clock time of a monotonic instant, for records.
   [[nodiscard]] virtual std::chrono::system_clock::time_point wall(Instant at) const = 0;
+  /// What it can do beyond connections and bytes (the driver tells the machine).
+  [[nodiscard]] virtual DriverFeatures features() const { return {}; }
   /// Performs one request of the machine (open, send, half-close, close). Results arrive
   /// later through the machine's handle_*() inputs, from wait().
   virtual void perform(Machine& machine, Request request) = 0;

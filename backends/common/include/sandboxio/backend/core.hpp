@@ -106,6 +106,7 @@ class MachineCore : public Machine {
       if (Op* op = find_op(id)) op->output.consumed(bytes);
     }
   }
+  void handle_driver_features(DriverFeatures features) override { driver_ = features; }
   [[nodiscard]] std::optional<Request> poll_request() override { return out_.poll_request(); }
   [[nodiscard]] std::optional<Event> poll_event() override { return out_.poll_event(); }
 
@@ -298,6 +299,7 @@ class MachineCore : public Machine {
   bool gone_ = false;  // the sandbox is known to be gone (killed, reaped, its lifetime ended)
   Redactor redactor_{};
   Limits limits_{};
+  DriverFeatures driver_{};  // what the driver said it can do beyond bytes
   std::optional<CreateOptions> options_{};
   std::map<OpId, Op> ops_{};
 
