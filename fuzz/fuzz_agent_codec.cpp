@@ -49,6 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       round_trip<CodeEvent>(f.payload);
       round_trip<CodeDone>(f.payload);
       round_trip<EgressListen>(f.payload);
+      round_trip<TunnelSocket>(f.payload);
+      round_trip<TunnelDone>(f.payload);
       if (frame(f.type, f.channel, f.payload).size() != f.payload.size() + kHeaderSize)
         std::abort();
       // The agent's one-copy output path writes exactly the frame the message would make.

@@ -6,9 +6,12 @@
 //   2 the oldest pending upstream connects     3 it fails
 //   4 upstream bytes: [conn index][len][bytes...]   5 upstream EOF: [conn index]
 //   6 time passes: [byte] x 10 ms, timers fire     7 a command, or kill()
+// The last byte's top bit says whether the driver passes sockets (then connected upstreams
+// are handed to the agent: request::Pass, and TunnelDone ends them).
 // Properties: no crash (ASan and UBSan are on), no livelock, no operation ends twice, the
-// upstream bytes taken never exceed what was offered, and every request the machine makes
-// names a connection it opened.
+// upstream bytes taken never exceed what was offered, every request the machine makes
+// names a connection it opened, a Pass goes only to the agent's connection and only where
+// the driver said it could, and a passed connection is never named again.
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
@@ -24,10 +27,10 @@ namespace {
 
 using namespace sandboxio;
 
-constexpr agent::Type kTypes[] = {agent::Type::TunnelOpen, agent::Type::TunnelData,
-                                  agent::Type::TunnelEnd,  agent::Type::TunnelClose,
-                                  agent::Type::Credit,     agent::Type::Done,
-                                  agent::Type::Failure,    agent::Type::Exit};
+constexpr agent::Type kTypes[] = {
+    agent::Type::TunnelOpen,  agent::Type::TunnelData, agent::Type::TunnelEnd,
+    agent::Type::TunnelClose, agent::Type::Credit,     agent::Type::Done,
+    agent::Type::Failure,     agent::Type::Exit,       agent::Type::TunnelDone};
 
 const char* const kHeads[] = {
     "CONNECT canary.test:443 HTTP/1.1\r\nHost: canary.test:443\r\n\r\n\x16\x03\x01",
@@ -50,7 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   Machine& m = *machine;
   Instant now{};
   std::set<OpId> ended;
-  std::set<ConnId> opened;
+  std::set<ConnId> opened, passed;
+  const bool pass_sockets = size > 0 && (data[size - 1] & 0x80) != 0;
+  m.handle_driver_features(DriverFeatures{.pass_sockets = pass_sockets});
   std::deque<ConnId> pending;
   std::vector<ConnId> upstream;
   ConnId agent_conn = 0;
@@ -67,11 +72,18 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
             pending.push_back(o->conn);
           }
         } else if (auto* s = std::get_if<request::Send>(&*r)) {
-          if (!opened.contains(s->conn)) std::abort();
+          if (!opened.contains(s->conn) || passed.contains(s->conn)) std::abort();
+        } else if (auto* h = std::get_if<request::HalfClose>(&*r)) {
+          if (!opened.contains(h->conn) || passed.contains(h->conn)) std::abort();
         } else if (auto* c = std::get_if<request::Close>(&*r)) {
-          if (!opened.contains(c->conn)) std::abort();
+          if (!opened.contains(c->conn) || passed.contains(c->conn)) std::abort();
           std::erase(upstream, c->conn);
           std::erase(pending, c->conn);
+        } else if (auto* p = std::get_if<request::Pass>(&*r)) {
+          if (!pass_sockets || p->via != agent_conn || !opened.contains(p->conn) ||
+              !passed.insert(p->conn).second)
+            std::abort();
+          std::erase(upstream, p->conn);
         }
       }
       while (auto e = m.poll_event()) {

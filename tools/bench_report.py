@@ -85,7 +85,10 @@ class Report:
         self.w()
         self.w("`sandboxio local://` is sandboxio-agent in bubblewrap on this machine, no daemon; "
                "`bwrap (a process spawn)` starts the program itself under the same bubblewrap "
-               "command line each time (what a sandbox per command would cost).")
+               "command line each time (what a sandbox per command would cost). The download "
+               "through the egress proxy is curl in the sandbox fetching from a server on this "
+               "machine's loopback, allowed by the list: the sync API hands the connection "
+               "the library checked and connected to the agent, which splices it to curl.")
         self.w()
         self.table(["measure", "value", "verdict"], [
             ["nothing to first output, median ms", fmt(first.get(mine), 1),

@@ -79,6 +79,8 @@ struct Session {
   agent::FrameReader reader{};
   std::string outbox{};
   std::size_t outbox_sent = 0;
+  bool socket = false;     // in_fd is a Unix socket: read with recvmsg, descriptors kept
+  std::deque<int> passed;  // descriptors that came with its bytes, waiting for TunnelSocket
   [[nodiscard]] std::size_t queued() const { return outbox.size() - outbox_sent; }
   /// The host-bound queue is short enough to take more output.
   [[nodiscard]] bool room() const { return queued() < kOutboxHigh; }
@@ -133,8 +135,26 @@ struct Kernel {
 };
 
 /// A connection a program made to the egress proxy, relayed to the host as a tunnel.
+/// A pipe that carries one direction of a handed-over tunnel, socket to socket, by splice(2):
+/// the bytes stay in the kernel.
+struct SplicePipe {
+  int read = -1, write = -1;
+  std::size_t held = 0;      // bytes in it
+  std::size_t capacity = 0;  // what it holds at most (the kernel's answer)
+};
+
 struct Tunnel {
   int fd = -1;
+  // Handed over (agent::TunnelSocket): the upstream's socket, connected by the host.
+  int upstream = -1;
+  std::string to_upstream{};  // the head and replayed client bytes, written before the splice
+  SplicePipe down{}, up{};    // upstream -> client, client -> upstream
+  bool upstream_ended = false, upstream_shut = false;
+  std::uint64_t relayed_down = 0, relayed_up = 0;  // for TunnelDone
+  // Before it: the client bytes sent as TunnelData that the host has not credited yet, from
+  // `replay_base` on (kept only when the host said it hands sockets over).
+  std::string replay{};
+  std::uint64_t replay_base = 0;
   std::uint64_t credit = agent::kTunnelWindow;  // bytes the host will still take
   std::string to_client{};                      // the host's bytes, from `sent` on not written
   std::size_t sent = 0;
@@ -270,6 +290,12 @@ class Agent {
   void pump_tunnels();
   void poll_tunnels(std::vector<pollfd>& fds) const;
   void drop_tunnel(Key key, bool tell);
+  /// TunnelSocket: the tunnel continues on the upstream socket that came with the frame.
+  void take_over(Key key, Tunnel& t, std::string_view payload);
+  /// A handed-over tunnel's turn: both directions, spliced; false when it ended (told).
+  bool relay(Key key, Tunnel& t);
+  /// read(2) for a session, with descriptors kept in Session::passed (recvmsg on a socket).
+  ssize_t read_session(Session& s, std::span<char> buffer);
 
   Options options_;
   Clock::time_point started_ = Clock::now();
@@ -289,6 +315,7 @@ class Agent {
   Clock::time_point next_scan_{};
   int proxy_fd_ = -1;                // the egress proxy's listener, when a session asked
   std::uint32_t proxy_session_ = 0;  // ... and the session its tunnels belong to
+  bool proxy_handover_ = false;      // ... which hands their upstream sockets over
   std::map<Key, Tunnel> tunnels_{};
   std::uint32_t next_tunnel_ = 0;
 };

@@ -7,6 +7,7 @@
 //   EgressListen -> bind 127.0.0.1:PORT -> Done(port) | Failure(errno)
 //   a connection -> TunnelOpen on a new agent channel -> TunnelData/TunnelEnd both ways, each
 //   side under the other's Credit -> both ended, or TunnelClose from either side
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ void Agent::egress_listen(Key channel, const agent::EgressListen& request) {
   }
   proxy_fd_ = fd;
   proxy_session_ = session;
+  proxy_handover_ = request.handover;
   send(Type::Done, channel, agent::Done{request.port}.encode());
 }
 
@@ -82,9 +84,167 @@ void Agent::accept_tunnels() {
 void Agent::drop_tunnel(Key key, bool tell) {
   auto it = tunnels_.find(key);
   if (it == tunnels_.end()) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
+  Tunnel& t = it->second;
+  for (int fd : {t.fd, t.upstream, t.down.read, t.down.write, t.up.read, t.up.write})
+    if (fd >= 0) ::close(fd);
   tunnels_.erase(it);
   if (tell) send(Type::TunnelClose, key);
+}
+
+namespace {
+
+bool open_pipe(SplicePipe& p) {
+  int ends[2];
+  if (::pipe2(ends, O_NONBLOCK | O_CLOEXEC) != 0) return false;
+  p.read = ends[0];
+  p.write = ends[1];
+  // As wide as output pipes: large splices, few wake-ups. Past the kernel's per-user pipe
+  // allowance (64 MiB by default) it refuses, and the pipe keeps its 64 KiB.
+  widen_pipe(p.write);
+  const int size = ::fcntl(p.write, F_GETPIPE_SZ);
+  p.capacity = size > 0 ? static_cast<std::size_t>(size) : 65536;
+  return true;
+}
+
+enum class Moved { Some, None, Ended, Failed };
+
+/// One splice(2), nonblocking: `from` -> `to`, at most `most` bytes.
+Moved splice_some(int from, int to, std::size_t most, std::size_t& moved) {
+  for (;;) {
+    const ssize_t n = ::splice(from, nullptr, to, nullptr, most, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (n > 0) {
+      moved = static_cast<std::size_t>(n);
+      return Moved::Some;
+    }
+    if (n == 0) return Moved::Ended;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN ? Moved::None : Moved::Failed;
+  }
+}
+
+/// One direction of a handed-over tunnel: `from` into its pipe, the pipe into `to`, until
+/// neither moves. False with `why` on an error; `ended` once `from` reached its end.
+struct Direction {
+  const char* from;  // who is read, who is written: for the reason of a failure
+  const char* to;
+};
+
+bool pump_direction(int from, int to, SplicePipe& p, bool& ended, std::uint64_t& relayed,
+                    Direction names, std::string& why) {
+  for (int round = 0; round < 16; ++round) {  // then the other tunnels' turn
+    bool moved = false;
+    std::size_t n = 0;
+    if (!ended && p.held < p.capacity) {
+      switch (splice_some(from, p.write, p.capacity - p.held, n)) {
+        case Moved::Some:
+          p.held += n;
+          moved = true;
+          break;
+        case Moved::Ended:
+          ended = true;
+          break;
+        case Moved::Failed:
+          why = std::string("reading from ") + names.from + ": " + std::strerror(errno);
+          return false;
+        case Moved::None:
+          break;
+      }
+    }
+    if (p.held > 0) {
+      switch (splice_some(p.read, to, p.held, n)) {
+        case Moved::Some:
+          p.held -= n;
+          relayed += n;
+          moved = true;
+          break;
+        case Moved::Failed:
+        case Moved::Ended:
+          why = std::string("writing to ") + names.to + ": " + std::strerror(errno);
+          return false;
+        case Moved::None:
+          break;
+      }
+    }
+    if (!moved) break;
+  }
+  return true;
+}
+
+}  // namespace
+
+void Agent::take_over(Key key, Tunnel& t, std::string_view payload) {
+  // Each TunnelSocket came with one descriptor, the next one in order.
+  int fd = -1;
+  if (auto session = sessions_.find(session_of(key));
+      session != sessions_.end() && !session->second.passed.empty()) {
+    fd = session->second.passed.front();
+    session->second.passed.pop_front();
+  }
+  auto socket = agent::TunnelSocket::decode(payload);
+  if (fd < 0 || !socket || !proxy_handover_ || t.upstream >= 0) {
+    if (fd >= 0) ::close(fd);
+    return drop_tunnel(key, true);  // a host that does not keep the protocol
+  }
+  t.upstream = fd;
+  const std::uint64_t used = socket.value().used;
+  const std::uint64_t sent = t.replay_base + t.replay.size();
+  if (used < t.replay_base || used > sent || !open_pipe(t.down) || !open_pipe(t.up))
+    return drop_tunnel(key, true);
+  (void)::fcntl(t.upstream, F_SETFL, ::fcntl(t.upstream, F_GETFL) | O_NONBLOCK);
+  // The head first, then what the program sent that the host had not taken: in order.
+  t.to_upstream = std::move(socket.value().head);
+  const std::string_view tail = std::string_view(t.replay).substr(used - t.replay_base);
+  t.to_upstream.append(tail);
+  t.relayed_up += tail.size();
+  t.replay.clear();
+  t.replay.shrink_to_fit();
+}
+
+bool Agent::relay(Key key, Tunnel& t) {
+  std::string why;
+  // To the program: what the host sent first (CONNECT's answer), then the upstream's bytes.
+  while (t.waiting() > 0) {
+    const ssize_t n = ::send(t.fd, t.to_client.data() + t.sent, t.waiting(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EINTR)
+        why = std::string("writing to the program's connection: ") + std::strerror(errno);
+      break;
+    }
+    t.sent += static_cast<std::size_t>(n);
+  }
+  if (why.empty() && t.waiting() == 0 && !t.write_shut) {
+    t.to_client.clear();
+    t.sent = 0;
+    if (pump_direction(t.upstream, t.fd, t.down, t.upstream_ended, t.relayed_down,
+                       {"the upstream", "the program's connection"}, why) &&
+        t.upstream_ended && t.down.held == 0) {
+      ::shutdown(t.fd, SHUT_WR);
+      t.write_shut = true;
+    }
+  }
+  // To the upstream: the head and the replay, then the program's bytes.
+  while (why.empty() && !t.to_upstream.empty()) {
+    const ssize_t n = ::send(t.upstream, t.to_upstream.data(), t.to_upstream.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EINTR)
+        why = std::string("writing to the upstream: ") + std::strerror(errno);
+      break;
+    }
+    t.to_upstream.erase(0, static_cast<std::size_t>(n));
+  }
+  if (why.empty() && t.to_upstream.empty() && !t.upstream_shut) {
+    if (pump_direction(t.fd, t.upstream, t.up, t.client_ended, t.relayed_up,
+                       {"the program's connection", "the upstream"}, why) &&
+        t.client_ended && t.up.held == 0) {
+      ::shutdown(t.upstream, SHUT_WR);
+      t.upstream_shut = true;
+    }
+  }
+  if (why.empty() && !(t.write_shut && t.upstream_shut)) return true;
+  agent::TunnelDone done{t.relayed_down, t.relayed_up, why};
+  send(Type::TunnelDone, key, done.encode());
+  drop_tunnel(key, false);
+  return false;
 }
 
 bool Agent::tunnel_frame(Key key, Frame& f) {
@@ -94,6 +254,10 @@ bool Agent::tunnel_frame(Key key, Frame& f) {
   // TunnelClose; nothing to answer.
   if (it == tunnels_.end()) return true;
   Tunnel& t = it->second;
+  if (f.type == Type::TunnelSocket) {
+    take_over(key, t, f.payload);
+    return true;
+  }
   switch (f.type) {
     case Type::TunnelData:
       // Credit is given back only for bytes written, so a host that keeps the protocol never
@@ -117,7 +281,12 @@ bool Agent::tunnel_frame(Key key, Frame& f) {
       return true;
     case Type::Credit: {
       auto c = agent::Credit::decode(f.payload);
-      if (c) t.credit += c.value().bytes;
+      if (!c || t.upstream >= 0) return true;  // handed over: the host's credit is moot
+      t.credit += c.value().bytes;
+      // What the host took is its own now: no replay will need it.
+      const std::size_t taken = std::min<std::size_t>(c.value().bytes, t.replay.size());
+      t.replay.erase(0, taken);
+      t.replay_base += c.value().bytes;
       return true;
     }
     default:
@@ -129,7 +298,12 @@ bool Agent::tunnel_frame(Key key, Frame& f) {
 void Agent::pump_tunnels() {
   const std::span<char> buf = io_buffer();
   std::vector<Key> finished;
+  std::vector<Key> relayed;
   for (auto& [key, t] : tunnels_) {
+    if (t.upstream >= 0) {
+      relayed.push_back(key);
+      continue;
+    }
     // To the program: what the host sent, then the host's end as ours.
     while (t.waiting() > 0) {
       const ssize_t n = ::send(t.fd, t.to_client.data() + t.sent, t.waiting(), MSG_NOSIGNAL);
@@ -162,8 +336,12 @@ void Agent::pump_tunnels() {
       const std::size_t want = std::min<std::uint64_t>(buf.size(), t.credit);
       const ssize_t n = ::recv(t.fd, buf.data(), want, 0);
       if (n > 0) {
-        send(Type::TunnelData, key, std::string_view(buf.data(), static_cast<std::size_t>(n)));
+        const std::string_view data(buf.data(), static_cast<std::size_t>(n));
+        send(Type::TunnelData, key, data);
         t.credit -= static_cast<std::uint64_t>(n);
+        // Kept until credited, when the host may hand the socket over: it says how much of
+        // this it took, and the rest goes from here.
+        if (proxy_handover_) t.replay.append(data);
       } else if (n == 0) {
         t.client_ended = true;
         send(Type::TunnelEnd, key);
@@ -179,11 +357,23 @@ void Agent::pump_tunnels() {
     // Both sides ended: each knows, nothing to say. A broken connection: the host is told.
     drop_tunnel(key, broken);
   }
+  for (Key key : relayed)
+    (void)relay(key, tunnels_.at(key));
 }
 
 void Agent::poll_tunnels(std::vector<pollfd>& fds) const {
   if (proxy_fd_ >= 0 && !ending_) fds.push_back({proxy_fd_, POLLIN, 0});
   for (const auto& [key, t] : tunnels_) {
+    if (t.upstream >= 0) {  // handed over: each socket waits for what its direction needs
+      short client = 0, upstream = 0;
+      if (!t.client_ended && t.up.held < t.up.capacity) client |= POLLIN;
+      if (t.waiting() > 0 || t.down.held > 0) client |= POLLOUT;
+      if (!t.upstream_ended && t.down.held < t.down.capacity) upstream |= POLLIN;
+      if (!t.to_upstream.empty() || t.up.held > 0) upstream |= POLLOUT;
+      if (client != 0) fds.push_back({t.fd, client, 0});
+      if (upstream != 0) fds.push_back({t.upstream, upstream, 0});
+      continue;
+    }
     short events = 0;
     if (!t.client_ended && t.credit > 0 && room(key)) events |= POLLIN;
     if (t.waiting() > 0) events |= POLLOUT;

@@ -13,6 +13,8 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +67,8 @@ Agent::Agent(Options options) : options_(options), self_(::getpid()) {
   Session& owner = sessions_[0];
   owner.in_fd = 0;
   owner.out_fd = 1;
+  struct stat st {};
+  owner.socket = ::fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);  // local://'s socket pair
 }
 
 std::span<char> io_buffer() {
@@ -115,6 +119,36 @@ void Agent::accept_bridge() {
   }
   Session& s = sessions_[next_session_++];
   s.in_fd = s.out_fd = fd;
+  s.socket = true;
+}
+
+ssize_t Agent::read_session(Session& s, std::span<char> buffer) {
+  if (!s.socket) return ::read(s.in_fd, buffer.data(), buffer.size());
+  iovec iov{buffer.data(), buffer.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(s.in_fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      // Each waits for its TunnelSocket; a host that sends more than tunnels can use them
+      // (or sends some on a session that asked for none) loses them.
+      if (s.passed.size() < agent::kMaxTunnels) {
+        s.passed.push_back(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  return n;
 }
 
 namespace {
@@ -138,6 +172,8 @@ void Agent::end_session(std::uint32_t id) {
   if (it == sessions_.end()) return;
   release_fd(it->second.in_fd);
   if (it->second.out_fd != it->second.in_fd) release_fd(it->second.out_fd);
+  for (int fd : it->second.passed)
+    ::close(fd);
   sessions_.erase(it);
   if (id == 0) owner_gone_ = true;
   if (proxy_fd_ >= 0 && proxy_session_ == id) close_proxy();
@@ -325,7 +361,7 @@ void Agent::pump_session(std::uint32_t id, const pollfd& in, const pollfd& out) 
     }
   }
   if (in.revents & (POLLIN | POLLHUP | POLLERR)) {
-    const ssize_t n = ::read(s.in_fd, buffer.data(), buffer.size());
+    const ssize_t n = read_session(s, buffer);
     if (n > 0) {
       s.reader.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)), [&](Frame f) {
         if (sessions_.contains(id)) on_frame(id, std::move(f));

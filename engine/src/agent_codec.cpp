@@ -201,6 +201,10 @@ std::string_view to_string(Type t) noexcept {
       return "TunnelClose";
     case Type::TunnelOpen:
       return "TunnelOpen";
+    case Type::TunnelSocket:
+      return "TunnelSocket";
+    case Type::TunnelDone:
+      return "TunnelDone";
   }
   return "unknown";
 }
@@ -535,13 +539,38 @@ Result<CodeDone> CodeDone::decode(std::string_view payload) {
 }
 
 std::string EgressListen::encode() const {
-  return Writer().u32(port).take();
+  return Writer().u32(port).u8(handover ? 1 : 0).take();
 }
 Result<EgressListen> EgressListen::decode(std::string_view payload) {
   Reader r(payload);
   const std::uint32_t port = r.u32();
+  const std::uint8_t handover = r.u8();
   if (port == 0 || port > 65535) return malformed("EgressListen (port)");
-  return r.finish(EgressListen{static_cast<std::uint16_t>(port)}, "EgressListen");
+  if (handover > 1) return malformed("EgressListen (handover)");
+  return r.finish(EgressListen{static_cast<std::uint16_t>(port), handover == 1}, "EgressListen");
+}
+
+std::string TunnelSocket::encode() const {
+  return Writer().u64(used).str(head).take();
+}
+Result<TunnelSocket> TunnelSocket::decode(std::string_view payload) {
+  Reader r(payload);
+  TunnelSocket t;
+  t.used = r.u64();
+  t.head = r.str();
+  return r.finish(t, "TunnelSocket");
+}
+
+std::string TunnelDone::encode() const {
+  return Writer().u64(to_client).u64(to_upstream).str(reason).take();
+}
+Result<TunnelDone> TunnelDone::decode(std::string_view payload) {
+  Reader r(payload);
+  TunnelDone d;
+  d.to_client = r.u64();
+  d.to_upstream = r.u64();
+  d.reason = r.str();
+  return r.finish(d, "TunnelDone");
 }
 
 std::string Ping::encode() const {

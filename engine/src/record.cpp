@@ -130,6 +130,7 @@ std::string to_json_line(const OperationRecord& r) {
     if (!e.reason.empty()) w.key("reason").value(e.reason);
     w.key("bytes_out").value(static_cast<std::uint64_t>(e.bytes_out));
     w.key("bytes_in").value(static_cast<std::uint64_t>(e.bytes_in));
+    if (e.handed_over) w.key("handed_over").value(true);
     w.end_object();
   }
   w.end_object();

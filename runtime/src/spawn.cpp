@@ -74,6 +74,12 @@ class Spawner {
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
       return failed("socketpair", errno);
+    // Room for large frames each way (a tunnel's window, a file's chunks): fewer wake-ups
+    // of either end. The kernel caps it at net.core.wmem_max; that is fine too.
+    for (int fd : pair) {
+      const int size = 4 << 20;
+      (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    }
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&actions);

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "docker_support.hpp"
+#include "sandboxio/contract.hpp"
+#include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
 
 namespace {
@@ -37,6 +39,38 @@ sandboxio::ExecResult cell(sandboxio::sync::Sandbox& sb, const sandboxio::CodeCo
   r.context = ctx.id;
   r.timeout = timeout;
   return sb.run_code(r);
+}
+
+// Where the handle reaches the agent straight (its direct socket), the sync API hands an
+// allowed connection's socket to the agent, which relays it kernel to kernel; over the attach
+// stream (a relay in between that no descriptor can cross) the library relays it. Both
+// deliver every byte and record it once.
+TEST(DockerAgent, AnAllowedDownloadIsHandedToTheAgentWhereItsSocketIsDirect) {
+  SBX_REQUIRE_ENGINE();
+  constexpr std::size_t kBig = std::size_t{16} << 20;
+  sandboxio::contract::HttpCanary canary(kBig);
+  const std::string target = "canary.sandboxio.test:" + std::to_string(canary.port());
+  for (const std::string route : {"", "?agent=attach"}) {
+    auto records = std::make_shared<sandboxio::QueueSink>();
+    sandboxio::CreateOptions o;
+    o.network = sandboxio::NetworkPolicy::allowing({target});
+    o.network.pinned = {{"canary.sandboxio.test", "127.0.0.1"}};
+    o.audit.sink = records;
+    auto sb = sandboxio::sync::Sandbox::create(kDsn + route, o);
+    const bool direct = sb.info().agent == kAgent + " (direct socket)";
+    EXPECT_EQ(direct, route.empty() && ::geteuid() == 0) << route;  // as kOwnerRoute says
+    const auto r = sb.run(sandboxio::contract::python_fetch("http://" + target + "/big"));
+    ASSERT_EQ(r.exit_code, 0) << route << r.stderr_bytes;
+    EXPECT_EQ(r.stdout_bytes.size(), canary.body().size() + kBig) << route;
+    sb.kill();
+    std::vector<sandboxio::OperationRecord> egress;
+    for (auto& rec : records->drain())
+      if (rec.operation == sandboxio::Operation::Egress) egress.push_back(std::move(rec));
+    ASSERT_EQ(egress.size(), 1u) << route;
+    EXPECT_EQ(egress[0].outcome, sandboxio::Outcome::Ok) << route << egress[0].error_detail;
+    EXPECT_GE(egress[0].egress->bytes_in, kBig) << route;
+    EXPECT_EQ(egress[0].egress->handed_over, direct) << route;
+  }
 }
 
 TEST(DockerAgent, InfoSaysWhichPathServesTheSandbox) {

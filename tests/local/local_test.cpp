@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -578,6 +579,8 @@ TEST(Local, EgressRelaysLargeBodiesAndRecordsEachConnectionWithoutItsPath) {
   EXPECT_EQ(std::to_string(allowed.egress->port), port);
   EXPECT_EQ(allowed.egress->method, "GET");
   EXPECT_GE(allowed.egress->bytes_in, kBig);
+  // The sync API's driver passes sockets: the agent relayed it on the host's connection.
+  EXPECT_TRUE(allowed.egress->handed_over);
   EXPECT_EQ(allowed.outcome, sandboxio::Outcome::Ok);
   EXPECT_FALSE(denied.egress->allowed);
   EXPECT_EQ(denied.egress->host, "elsewhere.sandboxio.test");
@@ -589,6 +592,104 @@ TEST(Local, EgressRelaysLargeBodiesAndRecordsEachConnectionWithoutItsPath) {
       sandboxio::learned_allow_list(egress),
       (std::vector<std::string>{"canary.sandboxio.test:" + port, "elsewhere.sandboxio.test:80"}));
 }
+
+/// A TCP server on loopback that reads one connection to its end and answers whether it was
+/// the pattern byte i == i % 251, and how long: "ok N" or "bad at I".
+class PatternSink {
+ public:
+  PatternSink() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 8) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      throw std::runtime_error("PatternSink cannot listen");
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0; ::close(c)) {
+        std::uint64_t count = 0;
+        std::optional<std::uint64_t> bad;
+        char buf[65536];
+        for (ssize_t n; (n = ::recv(c, buf, sizeof buf, 0)) > 0;) {
+          for (ssize_t i = 0; i < n && !bad; ++i)
+            if (static_cast<unsigned char>(buf[i]) != (count + i) % 251) bad = count + i;
+          count += static_cast<std::uint64_t>(n);
+        }
+        const std::string reply =
+            bad ? "bad at " + std::to_string(*bad) : "ok " + std::to_string(count);
+        (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+    });
+  }
+  ~PatternSink() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+class LocalUpload : public ::testing::TestWithParam<std::string> {};
+
+// A client that does not wait for CONNECT's answer: its request and 24 MiB go out at once, so
+// the proxy holds some while the upstream connects and the agent has sent more that nobody
+// took. Where the agent takes the socket over (the sync API), it writes those itself; where
+// the host relays (Asio), the host does. Either way the upstream gets every byte, in order.
+TEST_P(LocalUpload, BytesSentBeforeTheTunnelOpenedArriveWholeAndInOrder) {
+  SBX_REQUIRE_LOCAL();
+  constexpr std::size_t kSize = std::size_t{24} << 20;
+  PatternSink sink;
+  const std::string target = "upload.sandboxio.test:" + std::to_string(sink.port());
+  auto records = std::make_shared<sandboxio::QueueSink>();
+  sandboxio::CreateOptions o;
+  o.network = sandboxio::NetworkPolicy::allowing({target});
+  o.network.pinned = {{"upload.sandboxio.test", "127.0.0.1"}};
+  o.audit.sink = records;
+  const bool blocking = GetParam() == "Blocking";
+  auto transport =
+      blocking ? sandboxio::contract::blocking_transport() : sandboxio::contract::asio_transport();
+  auto box = transport->create("local://", o);
+  const std::string script =
+      "import os, socket, sys\n"
+      "host, port = os.environ['http_proxy'].split('//')[1].rsplit(':', 1)\n"
+      "target, size = sys.argv[1], int(sys.argv[2])\n"
+      "body = bytes(i % 251 for i in range(251 * 4096))\n"
+      "s = socket.create_connection((host, int(port)))\n"
+      "s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (target, target)).encode())\n"
+      "sent = 0\n"
+      "while sent < size:\n"
+      "    n = min(len(body), size - sent)\n"
+      "    s.sendall(body[:n])\n"
+      "    sent += n\n"
+      "s.shutdown(socket.SHUT_WR)\n"
+      "reply = b''\n"
+      "while True:\n"
+      "    chunk = s.recv(65536)\n"
+      "    if not chunk: break\n"
+      "    reply += chunk\n"
+      "print(reply.split(b'\\r\\n\\r\\n', 1)[1].decode())\n";
+  // 251 * 4096 is a multiple of 251: each piece continues the pattern where the last ended.
+  auto r = box->run({"python3", "-c", script, target, std::to_string(kSize)});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_bytes;
+  EXPECT_EQ(r.stdout_bytes, "ok " + std::to_string(kSize) + "\n");
+  box->kill();
+  std::vector<sandboxio::OperationRecord> egress;
+  for (auto& rec : records->drain())
+    if (rec.operation == sandboxio::Operation::Egress) egress.push_back(std::move(rec));
+  ASSERT_EQ(egress.size(), 1u);
+  EXPECT_EQ(egress[0].outcome, sandboxio::Outcome::Ok) << egress[0].error_detail;
+  EXPECT_EQ(egress[0].egress->bytes_out, kSize);  // counted once, whoever carried them
+  EXPECT_EQ(egress[0].egress->handed_over, blocking);
+}
+
+INSTANTIATE_TEST_SUITE_P(Local, LocalUpload, ::testing::Values("Blocking", "Asio"));
 
 TEST(Local, EgressRecordsReachTheJsonLinesSinkAndABearerTokenReachesNone) {
   SBX_REQUIRE_LOCAL();

@@ -185,6 +185,26 @@ TEST(AgentCodec, EgressListenCarriesAPortAndRefusesZero) {
   EXPECT_FALSE(agent::EgressListen::decode(agent::EgressListen{0}.encode()));
   EXPECT_FALSE(agent::EgressListen::decode(wire + "x"));
   EXPECT_EQ(agent::to_string(agent::Type::TunnelOpen), "TunnelOpen");
+  agent::EgressListen handing{8080, true};
+  EXPECT_TRUE(agent::EgressListen::decode(handing.encode()).value().handover);
+  EXPECT_FALSE(agent::EgressListen::decode(wire.substr(0, 4) + "\x02")) << "a flag is 0 or 1";
+}
+
+TEST(AgentCodec, TunnelSocketAndTunnelDoneRoundTripAndRefuseTrailingBytes) {
+  namespace agent = sandboxio::agent;
+  const agent::TunnelSocket socket{12345, "GET / HTTP/1.1\r\n\r\n"};
+  const auto s = agent::TunnelSocket::decode(socket.encode()).value();
+  EXPECT_EQ(s.used, 12345u);
+  EXPECT_EQ(s.head, socket.head);
+  EXPECT_FALSE(agent::TunnelSocket::decode(socket.encode() + "x"));
+  const agent::TunnelDone done{1u << 30, 7, "reading from the upstream: Connection reset"};
+  const auto d = agent::TunnelDone::decode(done.encode()).value();
+  EXPECT_EQ(d.to_client, 1u << 30);
+  EXPECT_EQ(d.to_upstream, 7u);
+  EXPECT_EQ(d.reason, done.reason);
+  EXPECT_FALSE(agent::TunnelDone::decode(done.encode().substr(0, 10)));
+  EXPECT_EQ(agent::to_string(agent::Type::TunnelSocket), "TunnelSocket");
+  EXPECT_EQ(agent::to_string(agent::Type::TunnelDone), "TunnelDone");
 }
 
 }  // namespace
@@ -268,6 +288,143 @@ TEST(EgressMachine, AnUpstreamThatNeverAnswersGetsA502After30sAndARecordThatSays
   EXPECT_TRUE(egress->egress->allowed);
   EXPECT_NE(egress->egress->reason.find("within 30 s"), std::string::npos)
       << egress->egress->reason;
+}
+
+/// A local:// machine whose agent is the test, up to a listening proxy.
+struct EgressRig {
+  std::unique_ptr<Machine> machine;
+  Instant now{};
+  ConnId agent = 0;
+  std::vector<ConnId> upstreams;
+  std::vector<Request> to_upstreams;  // every request naming an upstream after it opened
+  std::vector<request::Pass> passes;
+  std::vector<agent::Frame> frames;  // what the agent was sent
+  agent::FrameReader reader;
+  std::vector<OperationRecord> records;
+
+  explicit EgressRig(bool pass_sockets) {
+    local::Config config;
+    config.bwrap = "/usr/bin/bwrap";
+    config.agent = "/usr/lib/sandboxio/agent";
+    config.id = "local-egress-2";
+    machine = local::make_machine(config);
+    machine->handle_driver_features(DriverFeatures{.pass_sockets = pass_sockets});
+    CreateOptions options;
+    options.network = NetworkPolicy::allowing({"canary.test:443"});
+    options.network.pinned = {{"canary.test", "127.0.0.1"}};
+    (void)machine->submit_create(options, now);
+    drain();
+    machine->handle_connected(agent, now);
+    from_agent(agent::Type::Welcome, 0, agent::Welcome{}.encode());
+    from_agent(agent::Type::Done, 1, agent::Done{agent::kProxyPort}.encode());
+  }
+  void drain() {
+    while (auto r = machine->poll_request()) {
+      if (auto* o = std::get_if<request::Open>(&*r)) {
+        (o->endpoint.kind == Endpoint::Kind::Process ? agent : upstreams.emplace_back()) = o->conn;
+      } else if (auto* s = std::get_if<request::Send>(&*r); s && s->conn == agent) {
+        reader.feed(s->data, [&](agent::Frame f) { frames.push_back(std::move(f)); });
+      } else if (auto* p = std::get_if<request::Pass>(&*r)) {
+        passes.push_back(*p);
+      } else {
+        to_upstreams.push_back(*r);
+      }
+    }
+    while (auto e = machine->poll_event()) {
+      if (auto* rec = std::get_if<event::Record>(&*e)) records.push_back(rec->record);
+    }
+  }
+  void from_agent(agent::Type type, std::uint32_t channel, std::string_view payload) {
+    const std::string wire = agent::frame(type, channel, payload);
+    ASSERT_EQ(machine->handle_bytes(agent, wire, now), wire.size());
+    drain();
+  }
+  std::optional<agent::Frame> sent(agent::Type type) const {
+    for (const auto& f : frames)
+      if (f.type == type) return f;
+    return std::nullopt;
+  }
+};
+
+TEST(EgressMachine, ADriverThatPassesSocketsGetsTheConnectedUpstreamHandedToTheAgent) {
+  EgressRig rig(true);
+  auto listen = rig.sent(agent::Type::EgressListen);
+  ASSERT_TRUE(listen);
+  EXPECT_TRUE(agent::EgressListen::decode(listen->payload).value().handover);
+  const std::uint32_t tunnel = agent::kAgentChannel | 1;
+  rig.from_agent(agent::Type::TunnelOpen, tunnel, {});
+  // A client that does not wait for the answer: its first TLS bytes come with the head.
+  const std::string head = "CONNECT canary.test:443 HTTP/1.1\r\n\r\n";
+  rig.from_agent(agent::Type::TunnelData, tunnel, head + "EARLY");
+  ASSERT_EQ(rig.upstreams.size(), 1u);
+  rig.frames.clear();
+  rig.machine->handle_connected(rig.upstreams[0], rig.now);
+  rig.drain();
+  ASSERT_EQ(rig.passes.size(), 1u) << "the connected socket goes to the agent";
+  EXPECT_EQ(rig.passes[0].conn, rig.upstreams[0]);
+  EXPECT_EQ(rig.passes[0].via, rig.agent);
+  std::vector<agent::Frame> passed;
+  agent::FrameReader reader;
+  reader.feed(rig.passes[0].data, [&](agent::Frame f) { passed.push_back(std::move(f)); });
+  ASSERT_EQ(passed.size(), 1u);
+  EXPECT_EQ(passed[0].type, agent::Type::TunnelSocket);
+  EXPECT_EQ(passed[0].channel, tunnel);
+  const auto socket = agent::TunnelSocket::decode(passed[0].payload).value();
+  EXPECT_EQ(socket.used, head.size() + 5) << "everything the tunnel took";
+  EXPECT_EQ(socket.head, "EARLY") << "what the upstream gets first";
+  auto established = rig.sent(agent::Type::TunnelData);
+  ASSERT_TRUE(established) << "CONNECT's answer goes before the socket";
+  EXPECT_EQ(established->payload.rfind("HTTP/1.1 200", 0), 0u);
+  // What the agent sent meanwhile is its to replay; the upstream is the driver's no more.
+  rig.from_agent(agent::Type::TunnelData, tunnel, "more");
+  rig.from_agent(agent::Type::TunnelEnd, tunnel, {});
+  EXPECT_TRUE(rig.to_upstreams.empty()) << "a passed connection is never named again";
+  EXPECT_TRUE(rig.records.empty() || rig.records.back().operation != Operation::Egress);
+  rig.from_agent(agent::Type::TunnelDone, tunnel, agent::TunnelDone{1000, 4, ""}.encode());
+  ASSERT_FALSE(rig.records.empty());
+  const OperationRecord& r = rig.records.back();
+  ASSERT_EQ(r.operation, Operation::Egress);
+  EXPECT_EQ(r.outcome, Outcome::Ok);
+  EXPECT_TRUE(r.egress->handed_over);
+  EXPECT_EQ(r.egress->bytes_in, 1000u);
+  EXPECT_EQ(r.egress->bytes_out, 5u + 4u) << "the early bytes here, the rest the agent's";
+  EXPECT_NE(to_json_line(r).find("\"handed_over\":true"), std::string::npos);
+  EXPECT_TRUE(rig.to_upstreams.empty());
+}
+
+TEST(EgressMachine, AHandedOverTunnelTheAgentEndsWithAReasonFailsWithIt) {
+  EgressRig rig(true);
+  const std::uint32_t tunnel = agent::kAgentChannel | 2;
+  rig.from_agent(agent::Type::TunnelOpen, tunnel, {});
+  rig.from_agent(agent::Type::TunnelData, tunnel, "CONNECT canary.test:443 HTTP/1.1\r\n\r\n");
+  rig.machine->handle_connected(rig.upstreams.at(0), rig.now);
+  rig.drain();
+  ASSERT_EQ(rig.passes.size(), 1u);
+  rig.from_agent(agent::Type::TunnelDone, tunnel,
+                 agent::TunnelDone{10, 0, "reading from the upstream: Connection reset"}.encode());
+  ASSERT_FALSE(rig.records.empty());
+  const OperationRecord& r = rig.records.back();
+  EXPECT_EQ(r.outcome, Outcome::Failed);
+  EXPECT_EQ(r.error_code, static_cast<int>(errc::ConnectionFailed));
+  EXPECT_NE(r.egress->reason.find("Connection reset"), std::string::npos) << r.egress->reason;
+}
+
+TEST(EgressMachine, WithoutADriverThatPassesSocketsTheHostRelaysAsBefore) {
+  EgressRig rig(false);
+  auto listen = rig.sent(agent::Type::EgressListen);
+  ASSERT_TRUE(listen);
+  EXPECT_FALSE(agent::EgressListen::decode(listen->payload).value().handover);
+  const std::uint32_t tunnel = agent::kAgentChannel | 1;
+  rig.from_agent(agent::Type::TunnelOpen, tunnel, {});
+  rig.from_agent(agent::Type::TunnelData, tunnel, "CONNECT canary.test:443 HTTP/1.1\r\n\r\n");
+  rig.machine->handle_connected(rig.upstreams.at(0), rig.now);
+  rig.drain();
+  EXPECT_TRUE(rig.passes.empty());
+  rig.from_agent(agent::Type::TunnelData, tunnel, "hello");
+  ASSERT_FALSE(rig.to_upstreams.empty());
+  auto* send = std::get_if<request::Send>(&rig.to_upstreams.back());
+  ASSERT_NE(send, nullptr);
+  EXPECT_EQ(send->data, "hello");
 }
 
 }  // namespace

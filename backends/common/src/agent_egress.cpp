@@ -38,7 +38,11 @@ void AgentMachine::egress_listen(std::function<void(Instant)> then) {
   call.op = agent_create_;
   call.then = std::move(then);
   const std::uint32_t channel = agent_call(std::move(call));
-  agent_send(agent::Type::EgressListen, channel, agent::EgressListen{}.encode());
+  egress_via_ = agent_conn();
+  egress_handover_ = driver_.pass_sockets && agent_conn_direct();
+  agent::EgressListen listen;
+  listen.handover = egress_handover_;
+  agent_send(agent::Type::EgressListen, channel, listen.encode());
 }
 
 void AgentMachine::egress_listened(const agent::Frame& f, AgentCall& call, Instant now) {
@@ -73,6 +77,19 @@ void AgentMachine::egress_frame(agent::Frame& f, Instant now) {
   auto it = tunnels_.find(channel);
   if (it == tunnels_.end()) return;  // one that ended here: its last frames
   HostTunnel& t = it->second;
+  if (t.handed_over) {
+    // The agent relays it now. What it sent before it knew is replayed by it (past `used`),
+    // so its TunnelData, Credit and TunnelEnd are spent; TunnelDone or TunnelClose ends it.
+    if (f.type == Type::TunnelDone) {
+      auto done = agent::TunnelDone::decode(f.payload);
+      if (!done) return egress_finish(channel, now, "the agent's TunnelDone was malformed");
+      t.tunnel.relayed_to_client(done.value().to_client);
+      t.tunnel.relayed_to_upstream(done.value().to_upstream);
+      return egress_finish(channel, now, done.value().reason);
+    }
+    if (f.type == Type::TunnelClose) return egress_finish(channel, now, "the agent dropped it");
+    return;
+  }
   switch (f.type) {
     case Type::TunnelData:
       // The agent sends no more than the credit it was given, which is at most a window
@@ -111,6 +128,7 @@ void AgentMachine::egress_feed(std::uint32_t channel, Instant now) {
   t.held.clear();
   EgressTunnel::Step step = t.tunnel.from_client(held);
   const std::size_t used = step.used;
+  t.used += used;
   if (used < held.size()) t.held = held.substr(used);
   // What the tunnel took is passed on or held within its bound: the agent may read more.
   if (used > 0)
@@ -213,6 +231,7 @@ void AgentMachine::egress_connected(ConnId id, Instant now) {
   HostTunnel& t = tunnels_.at(channel);
   t.connected = true;
   t.connect_by.reset();
+  if (egress_hand_over(channel)) return;
   egress_apply(channel, t.tunnel.upstream_connected(), now);
   egress_feed(channel, now);  // what waited beyond the bound
   auto it = tunnels_.find(channel);
@@ -222,6 +241,32 @@ void AgentMachine::egress_connected(ConnId id, Instant now) {
     it->second.end_passed = true;
     egress_apply(channel, it->second.tunnel.client_closed(), now);
   }
+}
+
+bool AgentMachine::egress_hand_over(std::uint32_t channel) {
+  HostTunnel& t = tunnels_.at(channel);
+  // Only on the session that listens, and while the program's side is open (an ended one
+  // is rare and short: the relay here finishes it).
+  if (!egress_handover_ || agent_conn() != egress_via_ || egress_via_ == 0 || t.got_end)
+    return false;
+  EgressTunnel::Step step = t.tunnel.upstream_connected();  // Open: nothing ended yet
+  // CONNECT's "200 Connection established" goes first, then the socket with the request's
+  // head for the upstream. The client bytes held here are not lost: the agent still has
+  // them and writes what follows the `used` ones.
+  for (std::size_t at = 0; at < step.to_client.size(); at += agent::kChunk)
+    agent_send(agent::Type::TunnelData, channel,
+               std::string_view(step.to_client).substr(at, agent::kChunk));
+  agent::TunnelSocket socket;
+  socket.used = t.used;
+  socket.head = std::move(step.to_upstream);
+  out_.push(request::Pass{t.conn, egress_via_,
+                          agent::frame(agent::Type::TunnelSocket, channel, socket.encode())});
+  egress_conns_.erase(t.conn);
+  t.conn = 0;  // the driver's no more
+  t.held.clear();
+  t.handed_over = true;
+  t.tunnel.handed_over();
+  return true;
 }
 
 void AgentMachine::egress_connect_failed(ConnId id, const Problem& problem, Instant now) {

@@ -206,6 +206,8 @@ class DockerMachine final : public backend::AgentMachine {
   /// Where agent frames go: the direct socket once it has been welcomed, else the lease (the
   /// attach stream, or a bridge exec); 0 when neither is open.
   [[nodiscard]] ConnId agent_conn() const override { return direct_ready_ ? direct_ : lease_; }
+  /// The direct socket is the agent's own; the lease is docker exec's stream.
+  [[nodiscard]] bool agent_conn_direct() const override { return direct_ready_; }
   void agent_welcomed(Instant now) override;
   [[nodiscard]] Problem agent_start_problem(const std::string& why) const override;
   bool explain_kill(OpId id, ExecResult& result, std::chrono::system_clock::time_point started,

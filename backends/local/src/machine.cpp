@@ -305,6 +305,9 @@ class LocalMachine final : public backend::AgentMachine {
 
  protected:
   ConnId agent_conn() const override { return conn_; }
+  /// Its socket pair reaches the agent; but gVisor's kernel takes in no descriptor of the
+  /// host's, so under runsc the tunnels stay relayed here.
+  bool agent_conn_direct() const override { return config_.runsc.empty(); }
 
   void agent_welcomed(Instant now) override {
     const OpId id = agent_create_;

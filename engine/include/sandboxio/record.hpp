@@ -59,6 +59,9 @@ struct EgressAttempt {
   std::string reason{};
   std::uint64_t bytes_out = 0;  // from the sandbox to the upstream (after the head)
   std::uint64_t bytes_in = 0;   // from the upstream to the sandbox
+  /// The agent relayed its bytes on the socket the host connected (no copy through the host);
+  /// the counts are the agent's then.
+  bool handed_over = false;
 
   friend bool operator==(const EgressAttempt&, const EgressAttempt&) = default;
 };

@@ -25,8 +25,8 @@
 
 namespace sandboxio::agent {
 
-// 2: code contexts; 3: a read starts with its entry; 4: egress tunnels
-inline constexpr std::uint32_t kVersion = 4;
+// 2: code contexts; 3: a read starts with its entry; 4: egress tunnels; 5: handed-over tunnels
+inline constexpr std::uint32_t kVersion = 5;
 inline constexpr std::size_t kHeaderSize = 9;
 /// The largest payload either side accepts; a bigger frame ends the session (SBX_E1803).
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;
@@ -43,7 +43,7 @@ inline constexpr std::uint32_t kDefaultWindow = 1u << 20;
 /// host's own channels never have it.
 inline constexpr std::uint32_t kAgentChannel = 0x8000'0000u;
 /// The bytes either side of a tunnel may send ahead of the other's Credit.
-inline constexpr std::uint32_t kTunnelWindow = 1u << 20;
+inline constexpr std::uint32_t kTunnelWindow = 2u << 20;
 /// The most tunnels the agent keeps open at once; a connection past them is closed at once.
 inline constexpr std::size_t kMaxTunnels = 128;
 /// Where the agent's egress proxy listens inside the sandbox when the host names no port.
@@ -69,6 +69,7 @@ enum class Type : std::uint8_t {
   RunCode = 16,       // channel: RunCode; Output..., CodeEvent..., then CodeDone
   ContextEnd = 17,    // channel: the context's; Done
   EgressListen = 18,  // channel: EgressListen; Done (the port) or Failure
+  TunnelSocket = 19,  // channel (a tunnel's): TunnelSocket, with the upstream's socket attached
   // both directions
   FileData = 32,  // channel: raw bytes of a file
   FileEnd = 33,   // channel: the file's bytes are all sent
@@ -89,6 +90,7 @@ enum class Type : std::uint8_t {
   CodeEvent = 73,   // channel: CodeEvent (a cell's value or exception)
   CodeDone = 74,    // channel: CodeDone (the last frame of a cell)
   TunnelOpen = 75,  // channel (an agent channel): a program connected to the egress proxy
+  TunnelDone = 76,  // channel (a handed-over tunnel's): TunnelDone, its last frame
 };
 
 [[nodiscard]] std::string_view to_string(Type t) noexcept;
@@ -325,10 +327,38 @@ struct CodeDone {
 // checks the policy and connects. The tunnels belong to the session that asked; they end
 // with it.
 
+//
+// Handed-over tunnels (EgressListen.handover, asked only where the agent's socket reaches the
+// agent itself and the host's driver can pass descriptors): once the host has checked a
+// tunnel's request and connected its upstream, it sends TunnelSocket with that connected
+// socket attached (SCM_RIGHTS, on the frame's bytes) and takes no further part in the bytes.
+// The agent writes the frame's `head` to the upstream, then the client bytes it sent past the
+// `used` ones (it keeps what the host has not credited yet for this), then relays both ways
+// itself, kernel to kernel, and ends the tunnel with TunnelDone: the bytes it relayed and why
+// it ended. The host still decided everything: the agent only carries bytes on a socket the
+// host connected, to the address the host resolved. Nothing the host sent for the tunnel
+// before TunnelSocket is lost: TunnelData to the client is written first.
+
 struct EgressListen {
   std::uint16_t port = kProxyPort;
+  bool handover = false;  // the host will hand over connected sockets (TunnelSocket)
   [[nodiscard]] std::string encode() const;
   [[nodiscard]] static Result<EgressListen> decode(std::string_view payload);
+};
+
+struct TunnelSocket {
+  std::uint64_t used = 0;  // the client bytes the host took (all of them in `head` or sent)
+  std::string head{};      // for the upstream before anything else: the request the host made
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<TunnelSocket> decode(std::string_view payload);
+};
+
+struct TunnelDone {
+  std::uint64_t to_client = 0;    // upstream bytes the agent relayed to the client
+  std::uint64_t to_upstream = 0;  // client bytes it wrote to the upstream (past `used`)
+  std::string reason{};           // empty: both sides ended in order
+  [[nodiscard]] std::string encode() const;
+  [[nodiscard]] static Result<TunnelDone> decode(std::string_view payload);
 };
 
 struct Ping {

@@ -103,6 +103,9 @@ class AgentMachine : public HttpMachine<AgentOpState> {
   // ---- what the backend provides ----
   /// Where agent frames go now; 0 while no session is open.
   [[nodiscard]] virtual ConnId agent_conn() const = 0;
+  /// agent_conn() reaches the agent itself (its socket pair, its own socket), not a relay in
+  /// between (docker exec's stream): a descriptor sent on it arrives in the agent.
+  [[nodiscard]] virtual bool agent_conn_direct() const { return false; }
   /// A Welcome this library speaks with arrived on the session (agent_ready_ is set).
   virtual void agent_welcomed(Instant now) = 0;
   /// The problem of the create waiting for the Welcome when the session ended first (`why`).
@@ -215,18 +218,26 @@ class AgentMachine : public HttpMachine<AgentOpState> {
     Bytes held{};  // the client's bytes the tunnel could not take yet (connecting)
     std::uint64_t agent_credit = agent::kTunnelWindow;  // bytes the agent will still take
     bool sent_end = false, got_end = false;
-    bool end_passed = false;  // the program's end was given to the tunnel
+    bool end_passed = false;   // the program's end was given to the tunnel
+    std::uint64_t used = 0;    // the client's bytes the tunnel took (credited to the agent)
+    bool handed_over = false;  // the agent relays it now, on the socket connected here
   };
   void egress_frame(agent::Frame& f, Instant now);
   void egress_listened(const agent::Frame& f, AgentCall& call, Instant now);
   void egress_apply(std::uint32_t channel, EgressTunnel::Step step, Instant now);
   void egress_feed(std::uint32_t channel, Instant now);
+  /// The upstream of a tunnel just connected: hands its socket to the agent when it can.
+  bool egress_hand_over(std::uint32_t channel);
   void egress_finish(std::uint32_t channel, Instant now, const std::string& why = {});
   /// Every tunnel ends (the session did).
   void egress_lost(Instant now);
 
   std::optional<NetworkPolicy> egress_policy_{};  // set when the sandbox has the proxy
   bool egress_listening_ = false;
+  /// The agent relays allowed tunnels itself, on sockets connected here (agent::TunnelSocket),
+  /// when the driver passes descriptors and agent_conn() was direct as the proxy started.
+  bool egress_handover_ = false;
+  ConnId egress_via_ = 0;  // the session the proxy's tunnels belong to
   std::map<std::uint32_t, HostTunnel> tunnels_{};
   std::map<ConnId, std::uint32_t> egress_conns_{};
   ConnId next_egress_ = kEgressConn;

@@ -63,7 +63,11 @@ class EgressTunnel {
   Step from_upstream(std::string_view data);
   /// While Open: `n` upstream bytes went to the client without passing through a Step (the
   /// machine's zero-copy path for a relayed download); they are counted.
-  void relayed_to_client(std::size_t n) { attempt_.bytes_in += n; }
+  void relayed_to_client(std::uint64_t n) { attempt_.bytes_in += n; }
+  /// Handed over: the agent wrote `n` more of the client's bytes to the upstream itself.
+  void relayed_to_upstream(std::uint64_t n) { attempt_.bytes_out += n; }
+  /// The agent relays the rest on the upstream socket connected here (agent::TunnelSocket).
+  void handed_over() { attempt_.handed_over = true; }
   Step upstream_closed();
 
   [[nodiscard]] Phase phase() const noexcept { return phase_; }
