@@ -108,6 +108,74 @@ class Blob {
   std::thread thread_;
 };
 
+// ---- egress: the least any two-hop relay costs here: a loopback listener whose connections
+// are relayed to `to_port` kernel to kernel (splice(2) through a 1 MiB pipe each way, a thread
+// a direction, blocking), with no sandbox, no policy and no protocol. The agent's handed-over
+// tunnels move bytes the same way; this is their floor on this machine. ----
+class SpliceRelay {
+ public:
+  explicit SpliceRelay(int to_port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 8) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      throw std::runtime_error("the egress bench's relay cannot listen");
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this, to_port] {
+      for (int client; (client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+        const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        to.sin_port = htons(static_cast<std::uint16_t>(to_port));
+        if (::connect(upstream, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+          ::close(client);
+          ::close(upstream);
+          continue;
+        }
+        std::thread down([=] { pump(upstream, client); });
+        pump(client, upstream);
+        down.join();
+        ::close(client);
+        ::close(upstream);
+      }
+    });
+  }
+  ~SpliceRelay() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  static void pump(int from, int to) {
+    int pipe[2];
+    if (::pipe2(pipe, O_CLOEXEC) != 0) return;
+    (void)::fcntl(pipe[1], F_SETPIPE_SZ, 1 << 20);
+    for (;;) {
+      ssize_t n = ::splice(from, nullptr, pipe[1], nullptr, 1 << 20, SPLICE_F_MOVE);
+      if (n <= 0) break;
+      while (n > 0) {
+        const ssize_t w =
+            ::splice(pipe[0], nullptr, to, nullptr, static_cast<std::size_t>(n), SPLICE_F_MOVE);
+        if (w <= 0) break;
+        n -= w;
+      }
+      if (n > 0) break;
+    }
+    ::shutdown(to, SHUT_WR);
+    ::close(pipe[0]);
+    ::close(pipe[1]);
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 // ---- bubblewrap alone: local://'s launcher with PROGRAM in place of the agent ----
 std::string bwrap_command(const std::string& program) {
   auto dsn = sandboxio::parse_dsn("local://");
@@ -650,7 +718,9 @@ int main(int argc, char** argv) {
   // from treating 127.0.0.1 as the sandbox's own).
   if (want("egress") && sbl) {
     Blob blob(o.file_mib << 20);
+    SpliceRelay relay(blob.port());
     const std::string url = "http://127.0.0.1:" + std::to_string(blob.port()) + "/blob";
+    const std::string relayed = "http://127.0.0.1:" + std::to_string(relay.port()) + "/blob";
     sandboxio::CreateOptions allowed;
     allowed.network =
         sandboxio::NetworkPolicy::allowing({"127.0.0.1:" + std::to_string(blob.port())});
@@ -661,6 +731,11 @@ int main(int argc, char** argv) {
       if (run_shell("curl -sSf -o /dev/null " + url) != 0)
         std::cerr << "curl on the host: failed\n";
       samples["egress_download_mib_s"]["curl on the host, direct"].push_back(
+          fmib / (ms_since(t) / 1000.0));
+      t = Clock::now();
+      if (run_shell("curl -sSf -o /dev/null " + relayed) != 0)
+        std::cerr << "curl through the splice relay: failed\n";
+      samples["egress_download_mib_s"]["curl on the host, through a splice relay"].push_back(
           fmib / (ms_since(t) / 1000.0));
       t = Clock::now();
       const auto res = sbe.run({"curl", "--noproxy", "", "-sSf", "-o", "/dev/null", url});

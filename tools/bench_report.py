@@ -79,7 +79,10 @@ class Report:
 
         through = egress.get("curl in local:// through the proxy")
         direct = egress.get("curl on the host, direct")
+        spliced = egress.get("curl on the host, through a splice relay")
         proxied = through / direct if through is not None and direct else None
+        floor = spliced / direct if spliced is not None and direct else None
+        vs_floor = through / spliced if through is not None and spliced else None
 
         self.w("### local://: the targets")
         self.w()
@@ -101,7 +104,14 @@ class Report:
             ["stdout throughput vs docker:// (the agent)", fmt(of(out, "sandboxio"), 3), ""],
             ["download through the egress proxy vs the same curl on the host, direct",
              fmt(proxied, 3), verdict(proxied, 0.5, True)],
+            ["a kernel splice relay on the host (no sandbox, no policy) vs direct: the floor "
+             "of any second hop here", fmt(floor, 3), ""],
+            ["download through the egress proxy vs that splice relay", fmt(vs_floor, 3), ""],
         ])
+        if egress:
+            self.w("Downloads of the same blob, MiB/s (medians):")
+            self.w()
+            self.table(["path", "MiB/s"], [[k, fmt(v, 0)] for k, v in egress.items()])
 
     def table(self, header, rows):
         self.w("| " + " | ".join(header) + " |")
