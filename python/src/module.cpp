@@ -20,10 +20,10 @@
 #include "sandboxio/fake.hpp"
 #include "sandboxio/machine.hpp"
 #include "sandboxio/peer.hpp"
+#include "sandboxio/record_router.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/spawn.hpp"
 #include "sandboxio/sync.hpp"
-#include "sandboxio/telemetry.hpp"
 
 namespace py = pybind11;
 using namespace std::chrono_literals;
@@ -306,8 +306,7 @@ class Engine {
     Dsn dsn = parse_dsn(text).value();
     const BackendEntry* entry = registry().resolve(dsn).value();
     machine_ = entry->make(dsn).value();
-    audit_ = shared_audit_dispatcher(options_.audit);
-    exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
+    records_.emplace(options_, [this](const Problem& p) { pending_warnings_.push_back(p); });
     wall_anchor_ = WallAnchor{at(now_ns), std::chrono::system_clock::now()};
     machine_->handle_wall_clock(at(now_ns), wall_anchor_.wall);
   }
@@ -364,17 +363,29 @@ class Engine {
             },
             std::move(*req));
       }
+      // Records first: an operation's record reaches the sinks before its result is given
+      // out, so that AuditFailurePolicy::Fail fails the operation whose record was refused.
+      std::vector<Event> batch;
       while (auto ev = machine_->poll_event()) {
         progressed = true;
+        if (auto* r = std::get_if<event::Record>(&*ev)) {
+          records_->record(
+              std::move(r->record),
+              wall_anchor_.wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                      r->started - wall_anchor_.at));
+        } else {
+          batch.push_back(std::move(*ev));
+        }
+      }
+      for (auto& ev : batch) {
         std::visit(
             [&](auto&& e) {
               using E = std::decay_t<decltype(e)>;
               if constexpr (std::is_same_v<E, event::Output>) {
                 events.append(py::make_tuple("output", e.op, from_chunk(e.chunk)));
               } else if constexpr (std::is_same_v<E, event::Done>) {
-                if (audit_failure_) {  // AuditFailurePolicy::Fail: the operation fails
-                  events.append(py::make_tuple("failed", e.op, from_problem(*audit_failure_)));
-                  audit_failure_.reset();
+                if (auto failure = records_->take_failure()) {  // AuditFailurePolicy::Fail
+                  events.append(py::make_tuple("failed", e.op, from_problem(*failure)));
                 } else {
                   events.append(py::make_tuple("done", e.op, from_completion(e.value)));
                 }
@@ -382,13 +393,11 @@ class Engine {
                 events.append(py::make_tuple("failed", e.op, from_problem(e.problem)));
               } else if constexpr (std::is_same_v<E, event::Cancelled>) {
                 events.append(py::make_tuple("cancelled", e.op, e.possible_orphan));
-              } else if constexpr (std::is_same_v<E, event::Record>) {
-                deliver(std::move(e));
-              } else {
-                warn(e.problem);
+              } else if constexpr (std::is_same_v<E, event::Warning>) {
+                records_->warn(e.problem);
               }
             },
-            std::move(*ev));
+            std::move(ev));
       }
     }
     return py::make_tuple(requests, events);
@@ -399,26 +408,11 @@ class Engine {
     Instant at{};
     std::chrono::system_clock::time_point wall{};
   };
-  void warn(const Problem& p) {
-    pending_warnings_.push_back(p);
-    if (options_.audit.sink) options_.audit.sink->warn(p);
-  }
-  void deliver(event::Record ev) {
-    ev.record.started =
-        wall_anchor_.wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                ev.started - wall_anchor_.at);
-    if (exporter_) (void)exporter_->write(ev.record);
-    if (!audit_) return;
-    auto r = audit_->deliver(ev.record, [this](const Problem& p) { warn(p); });
-    if (!r && !audit_failure_) audit_failure_ = r.problem();
-  }
 
   CreateOptions options_;
   std::unique_ptr<Machine> machine_;
-  std::shared_ptr<AuditDispatcher> audit_;
-  std::shared_ptr<telemetry::OtlpExporter> exporter_;
-  std::optional<Problem> audit_failure_;
   std::vector<Problem> pending_warnings_;
+  std::optional<RecordRouter> records_;  // made once options_ is complete
   WallAnchor wall_anchor_;
 };
 

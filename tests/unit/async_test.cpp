@@ -66,6 +66,43 @@ TEST_F(Async, CallbackRunNeverCompletesInsideTheInitiatingFunction) {
   EXPECT_TRUE(called);
 }
 
+/// Refuses the records of runs: a sink whose store is down.
+class RefusingRuns final : public sandboxio::AuditSink {
+ public:
+  sandboxio::Result<void> write(const sandboxio::OperationRecord& r) override {
+    if (r.operation != sandboxio::Operation::Run) return {};
+    return sandboxio::Problem{sandboxio::errc::AuditSinkFailed, "the store is down", {}};
+  }
+};
+
+// AuditFailurePolicy::Fail holds on every driver (the sync API checks the same in FakeSync):
+// a run whose record the sink refused fails with SBX_E1602, and the next one, recorded or not,
+// is not blamed for it twice.
+TEST_F(Async, UnderTheFailPolicyARunWhoseRecordTheSinkRefusedFails) {
+  sandboxio::CreateOptions o;
+  o.audit.sink = std::make_shared<RefusingRuns>();
+  o.audit.on_failure = sandboxio::AuditFailurePolicy::Fail;
+  std::optional<Sandbox> sb;
+  Sandbox::async_create(io.get_executor(), world->dsn(), o, [&](std::error_code ec, Sandbox s) {
+    ASSERT_FALSE(ec) << ec.message();
+    sb = std::move(s);
+  });
+  io.run();
+  io.restart();
+  ASSERT_TRUE(sb.has_value());
+  std::error_code got;
+  sb->async_run(cmd({"true"}), [&](std::error_code ec, sandboxio::ExecResult) { got = ec; });
+  io.run();
+  io.restart();
+  EXPECT_EQ(got, sandboxio::make_error_code(sandboxio::errc::AuditSinkFailed)) << got.message();
+  bool listed = false;
+  sb->async_list_files("/",
+                       [&](std::error_code ec, std::vector<sandboxio::FileInfo>) { listed = !ec; });
+  io.run();
+  io.restart();
+  EXPECT_TRUE(listed) << "one refused record fails one operation";
+}
+
 TEST_F(Async, HandlerExecutorIsKept) {
   auto sb = create();
   auto strand = asio::make_strand(io);

@@ -457,6 +457,36 @@ TEST_F(FakeSync, ScriptedResponsesWinAndCallsAreRecorded) {
   EXPECT_EQ(calls[2].code, "secret_sauce()");
 }
 
+/// Refuses the records of runs: a sink whose store is down.
+class RefusingRuns final : public sandboxio::AuditSink {
+ public:
+  sandboxio::Result<void> write(const sandboxio::OperationRecord& r) override {
+    if (r.operation != sandboxio::Operation::Run) return {};
+    return sandboxio::Problem{sandboxio::errc::AuditSinkFailed, "the store is down", {}};
+  }
+};
+
+// AuditFailurePolicy::Fail (Async checks the same over Asio): the run whose record the sink
+// refused fails with SBX_E1602; the default policy only warns.
+TEST_F(FakeSync, UnderTheFailPolicyARunWhoseRecordTheSinkRefusedFails) {
+  sandboxio::CreateOptions o;
+  o.audit.sink = std::make_shared<RefusingRuns>();
+  o.audit.on_failure = sandboxio::AuditFailurePolicy::Fail;
+  auto sb = create(o);
+  std::error_code ec;
+  sandboxio::Command c;
+  c.argv = {"true"};
+  (void)sb.run(c, ec);
+  EXPECT_EQ(ec, sandboxio::make_error_code(sandboxio::errc::AuditSinkFailed)) << ec.message();
+  (void)sb.list_files("/", ec);
+  EXPECT_FALSE(ec) << "one refused record fails one operation";
+  o.audit.on_failure = sandboxio::AuditFailurePolicy::Warn;
+  auto warned = create(o);
+  EXPECT_EQ(warned.run({"true"}).exit_code, 0);
+  ASSERT_FALSE(warned.warnings().empty());
+  EXPECT_EQ(warned.warnings().back().code, sandboxio::errc::AuditSinkFailed);
+}
+
 TEST_F(FakeSync, OneRedactedRecordPerOperation) {
   auto sink = std::make_shared<sandboxio::QueueSink>();
   sandboxio::CreateOptions o;

@@ -17,9 +17,8 @@
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/peer.hpp"
-#include "sandboxio/sinks.hpp"
+#include "sandboxio/record_router.hpp"
 #include "sandboxio/spawn.hpp"
-#include "sandboxio/telemetry.hpp"
 #include "sandboxio/tls.hpp"
 
 namespace sandboxio::async::detail {
@@ -33,9 +32,8 @@ class Session : public std::enable_shared_from_this<Session> {
         machine_(std::move(machine)),
         options_(std::move(options)),
         epoch_(std::chrono::steady_clock::now()),
-        wall_epoch_(std::chrono::system_clock::now()) {
-    audit_ = shared_audit_dispatcher(options_.audit);
-    exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
+        wall_epoch_(std::chrono::system_clock::now()),
+        records_(options_, [this](const Problem& p) { warnings_.push_back(p); }) {
     machine_->handle_wall_clock(Instant{}, wall_epoch_);  // now() counts from epoch_
   }
 
@@ -211,6 +209,10 @@ class Session : public std::enable_shared_from_this<Session> {
         waiter->done(make_error_code(asio::error::operation_aborted), std::monostate{});
       } else if (box.failed) {
         waiter->done(make_error_code(box.failed->code), std::monostate{});
+      } else if (auto failure = records_.take_failure()) {
+        // AuditFailurePolicy::Fail: a record of this batch (its own, routed by now) did not
+        // reach the sink.
+        waiter->done(make_error_code(failure->code), std::monostate{});
       } else {
         waiter->done({}, std::move(*box.done));
       }
@@ -276,23 +278,17 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  void warn(const Problem& problem) {
-    warnings_.push_back(problem);
-    if (options_.audit.sink) options_.audit.sink->warn(problem);
-  }
-
   void route(Event ev, std::set<OpId>& touched) {
     std::visit(
         [&](auto&& e) {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, event::Record>) {
-            e.record.started =
+            records_.record(
+                std::move(e.record),
                 wall_epoch_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                  e.started.time_since_epoch());
-            if (exporter_) (void)exporter_->write(e.record);
-            if (audit_) (void)audit_->deliver(e.record, [this](const Problem& p) { warn(p); });
+                                  e.started.time_since_epoch()));
           } else if constexpr (std::is_same_v<E, event::Warning>) {
-            warn(e.problem);
+            records_.warn(e.problem);
           } else {
             auto it = inbox_.find(e.op);
             if (it == inbox_.end()) return;  // an operation nobody waits for any more
@@ -578,8 +574,6 @@ class Session : public std::enable_shared_from_this<Session> {
   CreateOptions options_;
   std::chrono::steady_clock::time_point epoch_;
   std::chrono::system_clock::time_point wall_epoch_;
-  std::shared_ptr<AuditDispatcher> audit_;
-  std::shared_ptr<telemetry::OtlpExporter> exporter_;  // the process's, when traces are on
   std::map<OpId, Inbox> inbox_;
   std::map<ConnId, Conn> conns_;
   bool armed_ = false;
@@ -589,6 +583,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
  public:
   std::vector<Problem> warnings_;
+
+ private:
+  RecordRouter records_;  // records and warnings (after warnings_, which it fills)
 };
 
 void start(const std::shared_ptr<Session>& session, Submit submit, std::unique_ptr<Waiter> waiter,

@@ -14,8 +14,7 @@ Session::Session(std::unique_ptr<Machine> machine, CreateOptions options,
     : machine_(std::move(machine)),
       options_(std::move(options)),
       link_(link ? std::move(link) : make_posix_link()),
-      audit_(shared_audit_dispatcher(options_.audit)) {
-  exporter_ = telemetry::attach(options_, [this](const Problem& p) { warn(p); });
+      records_(options_, [this](const Problem& p) { warnings.push_back(p); }) {
   machine_->handle_wall_clock(now(), link_->wall(now()));
   machine_->handle_driver_features(link_->features());
 }
@@ -55,19 +54,6 @@ bool Session::refused(OpId op) const {
   return it != inbox_.end() && it->second.failed && it->second.chunks.empty();
 }
 
-void Session::deliver_record(event::Record ev) {
-  ev.record.started = link_->wall(ev.started);
-  if (exporter_) (void)exporter_->write(ev.record);
-  if (!audit_) return;
-  auto r = audit_->deliver(ev.record, [this](const Problem& p) { warn(p); });
-  if (!r && !audit_failure_) audit_failure_ = r.problem();
-}
-
-void Session::warn(const Problem& problem) {
-  warnings.push_back(problem);
-  if (options_.audit.sink) options_.audit.sink->warn(problem);
-}
-
 void Session::pump() {
   while (true) {
     bool progressed = false;
@@ -90,9 +76,9 @@ void Session::pump() {
               inbox_[e.op].cancelled = true;
               inbox_[e.op].possible_orphan = e.possible_orphan;
             } else if constexpr (std::is_same_v<E, event::Record>) {
-              deliver_record(std::move(e));
+              records_.record(std::move(e.record), link_->wall(e.started));
             } else if constexpr (std::is_same_v<E, event::Warning>) {
-              warn(e.problem);
+              records_.warn(e.problem);
             }
           },
           *ev);
@@ -124,11 +110,7 @@ Result<Completion> Session::wait_result(OpId op) {
     if (box.done) {
       Completion value = std::move(*box.done);
       inbox_.erase(it);
-      if (audit_failure_) {
-        Problem p = std::move(*audit_failure_);
-        audit_failure_.reset();
-        return p;
-      }
+      if (auto failure = records_.take_failure()) return *failure;  // AuditFailurePolicy::Fail
       return value;
     }
     if (box.cancelled) {

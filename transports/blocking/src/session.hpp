@@ -14,8 +14,7 @@
 #include "sandboxio/create_options.hpp"
 #include "sandboxio/link.hpp"
 #include "sandboxio/machine.hpp"
-#include "sandboxio/sinks.hpp"
-#include "sandboxio/telemetry.hpp"
+#include "sandboxio/record_router.hpp"
 
 namespace sandboxio::sync::detail {
 
@@ -74,19 +73,14 @@ class Session {
     bool possible_orphan = false;
   };
   void pump();
-  /// Reports a warning: in this sandbox's warnings(), and to its audit sink's warn().
-  void warn(const Problem& problem);
   /// Blocks until I/O or the machine's deadline, bounded by `limit`; feeds what happened.
   void block(std::optional<Instant> limit = std::nullopt);
-  void deliver_record(event::Record record);
 
   std::unique_ptr<Machine> machine_;
   CreateOptions options_;
   std::unique_ptr<Link> link_;
   std::map<OpId, Inbox> inbox_;
-  std::shared_ptr<AuditDispatcher> audit_;
-  std::shared_ptr<telemetry::OtlpExporter> exporter_;  // the process's, when traces are on
-  std::optional<Problem> audit_failure_;
+  RecordRouter records_;  // records and warnings: exporter, audit sink, warnings
   std::recursive_mutex mu_;
 };
 
