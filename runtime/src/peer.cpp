@@ -1,6 +1,7 @@
 #include "sandboxio/peer.hpp"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -22,6 +23,22 @@ std::optional<Problem> check_peer(int fd, const Endpoint& endpoint) {
                  endpoint.address + " is served by process " + std::to_string(cred.pid) +
                      ", not the expected " + std::to_string(endpoint.peer_pid),
                  {}};
+}
+
+ssize_t send_with_descriptor(int socket, std::string_view data, int fd) {
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+  return ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 }  // namespace sandboxio

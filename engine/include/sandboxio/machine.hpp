@@ -178,7 +178,7 @@ using Request = std::variant<request::Open, request::Send, request::HalfClose, r
 /// What a driver can do beyond connections and bytes; it says so once, before the first
 /// submit (Machine::handle_driver_features). A machine asks nothing beyond what was said.
 struct DriverFeatures {
-  /// It performs request::Pass (the blocking transport's POSIX link does).
+  /// It performs request::Pass (the POSIX link of the sync API and the Asio transport do).
   bool pass_sockets = false;
 
   friend bool operator==(const DriverFeatures&, const DriverFeatures&) = default;

@@ -1,5 +1,7 @@
 // The Asio driver: runs one machine on a strand, performing its requests with Asio sockets and
 // a steady_timer, and completing the operations' handlers from the machine's events.
+#include <sys/socket.h>
+#include <unistd.h>
 #include <asio/connect.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/generic/stream_protocol.hpp>
@@ -9,6 +11,8 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/write.hpp>
+
+#include <cerrno>
 #include <deque>
 #include <map>
 #include <set>
@@ -35,6 +39,7 @@ class Session : public std::enable_shared_from_this<Session> {
         wall_epoch_(std::chrono::system_clock::now()),
         records_(options_, [this](const Problem& p) { warnings_.push_back(p); }) {
     machine_->handle_wall_clock(Instant{}, wall_epoch_);  // now() counts from epoch_
+    machine_->handle_driver_features(DriverFeatures{.pass_sockets = true});  // see pass()
   }
 
   asio::strand<asio::any_io_executor>& strand() { return strand_; }
@@ -173,6 +178,17 @@ class Session : public std::enable_shared_from_this<Session> {
     bool reading = false;
     Endpoint endpoint{};     // for the peer check once connected
     ChildProcess process{};  // a Process endpoint's program: ended with the connection
+    // request::Pass: descriptors riding on pieces of `out`, by the piece's number (`popped`
+    // counts the pieces written), oldest first.
+    std::deque<std::pair<std::uint64_t, int>> passing;
+    std::uint64_t popped = 0;
+    Conn() = default;
+    Conn(const Conn&) = delete;
+    Conn& operator=(const Conn&) = delete;
+    ~Conn() {
+      for (const auto& [piece, fd] : passing)
+        ::close(fd);
+    }
   };
 
   void discard_chunks(OpId op, Inbox& box) {
@@ -373,9 +389,37 @@ class Session : public std::enable_shared_from_this<Session> {
             conns_.erase(it);
           } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
             machine_->handle_owners_gone(backend::owners_gone(r.owners), now());
+          } else if constexpr (std::is_same_v<R, request::Pass>) {
+            pass(r.conn, r.via, std::move(r.data));
           }
         },
         std::move(request));
+  }
+
+  // Hands the socket of `id` (connected, never read: connected() reads only after the
+  // machine's answer) to the peer of `via`, riding on `data`.
+  void pass(ConnId id, ConnId via, std::string data) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || !it->second.socket) return;
+    std::error_code ec;
+    int fd = it->second.socket->release(ec);
+    if (ec) fd = -1;
+    conns_.erase(it);
+    auto to = conns_.find(via);
+    if (to == conns_.end()) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    Conn& c = to->second;
+    // A descriptor goes only to the peer of a plain Unix socket or socket pair. Elsewhere the
+    // data goes alone, and the peer, finding no socket with it, ends what it was for.
+    if (fd >= 0 && (c.endpoint.kind == Endpoint::Kind::Tcp || c.tls)) {
+      ::close(fd);
+      fd = -1;
+    }
+    if (fd >= 0) c.passing.emplace_back(c.popped + c.out.size(), fd);
+    c.out.push_back(std::move(data));
+    write(via);
   }
 
   void open(ConnId id, const Endpoint& ep) {
@@ -453,10 +497,15 @@ class Session : public std::enable_shared_from_this<Session> {
       if (it != conns_.end() && it->second.tls) {
         it->second.out.push_back(it->second.tls->take_cipher());  // the ClientHello
         write(id);
+        read(id);
       } else {
         machine_->handle_connected(id, now());
+        // The machine's answer before the first read: it may hand this socket over
+        // (request::Pass), and then nothing here may have taken a byte from it.
+        pump();
+        if (conns_.contains(id)) read(id);
+        return;
       }
-      read(id);
     }
     pump();
   }
@@ -548,6 +597,38 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       return;
     }
+    if (!c.passing.empty() && c.passing.front().first == c.popped) {
+      // A descriptor rides on this piece's first byte: one sendmsg of it now, the rest (if
+      // the socket took less) as usual.
+      const ssize_t n =
+          send_with_descriptor(c.socket->native_handle(), c.out.front(), c.passing.front().second);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        c.writing = true;
+        c.socket->async_wait(asio::socket_base::wait_write,
+                             [weak = weak_from_this(), id](std::error_code) {
+                               auto self = weak.lock();
+                               if (!self) return;
+                               auto cit = self->conns_.find(id);
+                               if (cit == self->conns_.end()) return;
+                               cit->second.writing = false;
+                               self->write(id);
+                             });
+        return;
+      }
+      ::close(c.passing.front().second);  // the peer has its own now, or never will
+      c.passing.pop_front();
+      if (n < 0) {
+        machine_->handle_eof(id, now());
+        pump();
+        return;
+      }
+      c.out.front().erase(0, static_cast<std::size_t>(n));
+      if (c.out.front().empty()) {
+        c.out.pop_front();
+        ++c.popped;
+        return write(id);
+      }
+    }
     c.writing = true;
     asio::async_write(*c.socket, asio::buffer(c.out.front()),
                       [weak = weak_from_this(), id](std::error_code ec, std::size_t) {
@@ -557,6 +638,7 @@ class Session : public std::enable_shared_from_this<Session> {
                         if (cit == self->conns_.end()) return;
                         cit->second.writing = false;
                         cit->second.out.pop_front();
+                        ++cit->second.popped;
                         if (ec) {
                           self->machine_->handle_eof(id, self->now());
                           self->pump();

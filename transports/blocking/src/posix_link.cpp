@@ -4,7 +4,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -374,36 +373,16 @@ void PosixLink::pass(ConnId id, ConnId via, std::string data) {
   const int fd = std::exchange(it->second.fd, -1);
   close_conn(id);
   auto to = conns_.find(via);
-  // A descriptor goes only to the peer of a plain Unix socket or socket pair; anything else
-  // closes it, and the machine's peer sees a frame with no socket (its protocol error).
-  if (fd < 0 || to == conns_.end() || to->second.tls ||
-      to->second.endpoint.kind == Endpoint::Kind::Tcp) {
+  if (to == conns_.end()) {
     if (fd >= 0) ::close(fd);
     return;
   }
-  to->second.queue(std::move(data), fd);
+  // A descriptor goes only to the peer of a plain Unix socket or socket pair. Elsewhere the
+  // data goes alone, and the peer, finding no socket with it, ends what it was for.
+  const bool passable = to->second.endpoint.kind != Endpoint::Kind::Tcp && !to->second.tls;
+  if (!passable && fd >= 0) ::close(fd);
+  to->second.queue(std::move(data), passable ? fd : -1);
 }
-
-namespace {
-
-/// send(2) with `fd` attached (SCM_RIGHTS): the kernel delivers it with these bytes.
-ssize_t send_with(int socket, const char* data, std::size_t size, int fd) {
-  iovec iov{const_cast<char*>(data), size};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
-  return ::sendmsg(socket, &msg, MSG_NOSIGNAL);
-}
-
-}  // namespace
 
 void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
   // Bytes held back (backpressure) go first: the consumer may have made room since. Progress
@@ -473,8 +452,9 @@ void PosixLink::wait(Machine& machine, std::optional<Instant> wake) {
       const std::string& front = c.out.front();
       const std::size_t left = front.size() - c.sent;
       int& passing = c.out_fd.front();
-      const ssize_t w = passing >= 0 ? send_with(c.fd, front.data() + c.sent, left, passing)
-                                     : ::send(c.fd, front.data() + c.sent, left, MSG_NOSIGNAL);
+      const ssize_t w =
+          passing >= 0 ? send_with_descriptor(c.fd, std::string_view(front).substr(c.sent), passing)
+                       : ::send(c.fd, front.data() + c.sent, left, MSG_NOSIGNAL);
       if (w <= 0) break;
       if (passing >= 0) ::close(std::exchange(passing, -1));  // the peer has its own now
       c.sent += static_cast<std::size_t>(w);
