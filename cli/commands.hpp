@@ -47,6 +47,14 @@ struct BenchArgs {
   bool json = false;
 };
 int bench(const BenchArgs& args);
+struct ReplayArgs {
+  std::string trace;     // a .sbxtrace file
+  std::string html;      // write one static page here
+  bool records = false;  // print only the records, as JSON lines
+  bool inputs = false;   // show the connection-level inputs in the timeline
+  bool quiet = false;    // only the verdict
+};
+int replay(const ReplayArgs& args);
 /// Prints the completion script for `shell` (bash, zsh or fish), generated from `app`.
 int completion(const CLI::App& app, const std::string& shell, std::ostream& out);
 

@@ -123,6 +123,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   bench_cmd->add_flag("--json", bench_args.json, "one JSON object: min, median, max per measure");
 
+  sandboxio::cli::ReplayArgs replay_args;
+  auto* replay_cmd = app.add_subcommand(
+      "replay", "Run a recorded session again offline (SBX_RECORD=DIR) and check it is identical");
+  replay_cmd->add_option("trace", replay_args.trace, "a .sbxtrace file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  replay_cmd->add_option("--html", replay_args.html, "also write one static HTML page here");
+  replay_cmd->add_flag("--records", replay_args.records,
+                       "print only the records, as the audit sink's JSON lines");
+  replay_cmd->add_flag("--inputs", replay_args.inputs,
+                       "show connections and bytes in the timeline too");
+  replay_cmd->add_flag("--quiet,-q", replay_args.quiet, "print only the verdict");
+
   std::string shell;
   auto* completion_cmd = app.add_subcommand(
       "completion", "Print the shell completion script (source <(sandboxio completion bash))");
@@ -158,6 +171,7 @@ int main(int argc, char** argv) {
     if (doctor_cmd->parsed()) rc = sandboxio::cli::doctor(json, image);
     if (reap_cmd->parsed()) rc = sandboxio::cli::reap(reap_args);
     if (mcp_cmd->parsed()) rc = sandboxio::cli::mcp(mcp_backend, mcp_http, mcp_routing, mcp_tenant);
+    if (replay_cmd->parsed()) rc = sandboxio::cli::replay(replay_args);
     if (check_cmd->parsed()) rc = sandboxio::cli::routing_check(routing_file, json);
     if (completion_cmd->parsed()) rc = sandboxio::cli::completion(app, shell, std::cout);
     report_unexported_spans();

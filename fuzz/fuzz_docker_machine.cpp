@@ -6,12 +6,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   using namespace sandboxio;
-  docker::Config c;
-  c.image = "img";
-  c.owner = "host:1";
-  c.session = "fuzz";
-  c.tmpfs = {"/work"};
-  auto m = docker::make_machine(c);
+  auto m = fuzz::make_machine(docker::backend_entry(), "docker://img?tmpfs=/work&agent=off",
+                              {{"owner", "host:1"},
+                               {"session", "fuzz"},
+                               {"env:DOCKER_HOST", "unix:///var/run/docker.sock"}});
   CreateOptions o;
   o.create_timeout = std::chrono::seconds(5);
   const OpId first = m->submit_create(o, Instant{});

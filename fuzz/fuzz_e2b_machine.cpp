@@ -7,16 +7,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t size) {
   using namespace sandboxio;
-  e2b::Config c;
-  c.template_id = "base";
-  c.api_key = "e2b_fuzz";
-  c.api.endpoint.kind = Endpoint::Kind::Tcp;
-  c.api.endpoint.address = "127.0.0.1";
-  c.api.endpoint.port = 3000;
-  c.api.host = "127.0.0.1:3000";
-  c.owner = "host:1";
-  c.session = "fuzz";
-  auto m = e2b::make_machine(c);
+  auto m = fuzz::make_machine(
+      e2b::backend_entry(), "e2b://base?api_url=http://127.0.0.1:3000",
+      {{"owner", "host:1"}, {"session", "fuzz"}, {"env:E2B_API_KEY", "e2b_fuzz"}});
   CreateOptions o;
   o.create_timeout = std::chrono::seconds(5);
   const OpId first = m->submit_create(o, Instant{});

@@ -11,17 +11,74 @@
 //   6 the consumer takes [byte] KiB of the last stream          7 nothing (a drain)
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "sandboxio/backend/identity.hpp"
+#include "sandboxio/flight.hpp"
 #include "sandboxio/machine.hpp"
+#include "sandboxio/registry.hpp"
 
 namespace sandboxio::fuzz {
+
+/// A trace file written through: every entry reaches the file at once, so a crash in the
+/// machine leaves the trace of what led to it.
+class TraceFile final : public flight::TraceSink {
+ public:
+  explicit TraceFile(const char* path)
+      : fd_(::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) {}
+  ~TraceFile() override { close(); }
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+  bool write(std::string_view bytes) override {
+    while (fd_ >= 0 && !bytes.empty()) {
+      const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return fd_ >= 0;
+  }
+  void close() override {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+/// The harness's machine, made from `dsn` as every driver makes one (its registry entry, behind
+/// the admission guard), with what its configuration reads from the process (environment,
+/// owner, session) fixed to `ambient`, so that a run depends on nothing outside its input.
+/// With SBX_FUZZ_TRACE=FILE it is recorded into FILE as it runs: `sandboxio replay FILE` then
+/// runs a crashing input again outside the fuzzer (in a debugger if need be).
+inline std::unique_ptr<Machine> make_machine(const BackendEntry& entry, const std::string& dsn,
+                                             std::map<std::string, std::string> ambient) {
+  std::unique_ptr<Machine> m;
+  {
+    backend::AmbientScope scope(backend::AmbientScope::Mode::Replay, ambient);
+    m = entry.make(parse_dsn(dsn).value()).value();
+  }
+  const char* path = std::getenv("SBX_FUZZ_TRACE");
+  if (path == nullptr || *path == '\0') return m;
+  flight::Header header;
+  header.dsn = dsn;
+  header.ambient = std::move(ambient);
+  header.version = "fuzz";
+  return std::make_unique<flight::Recorder>(std::move(m), header,
+                                            std::make_shared<TraceFile>(path));
+}
 
 /// The operation an event ends (Done, Failed or Cancelled), or 0 for any other event. Every
 /// harness aborts when one operation ends twice.

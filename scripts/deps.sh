@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
   mkdocs mkdocs-material python3-yaml zsh fish make bubblewrap python3 procps iproute2 iptables
   ca-certificates python3-dev python3-pybind11 pybind11-dev python3-venv python3-pytest
-  python3-pytest-asyncio python3-anyio mypy
+  python3-pytest-asyncio python3-anyio mypy chromium
 )
 # mkdocs and mkdocs-material build the docs site; python3-yaml serves tools/gen_*.py; zsh and
 # fish are there for the completion test (bash is always there). make is CMake's default
@@ -17,7 +17,8 @@ packages=(
 # iproute2 and iptables give the local E2B server's sandboxes their egress firewall.
 # ca-certificates is the CA bundle the MCP image carries (mcp/image/build.sh).
 # python3-dev, pybind11 and python3-venv build the Python package (python/); pytest,
-# pytest-asyncio, anyio and mypy test it.
+# pytest-asyncio, anyio and mypy test it. chromium renders `sandboxio replay --html`'s page
+# headless (the replay page test).
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

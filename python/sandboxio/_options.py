@@ -13,7 +13,7 @@ Argv = Union[str, Sequence[str]]
 _CREATE_KEYS = {
     "lifetime", "create_timeout", "env", "secrets", "workdir", "labels", "network", "cpus",
     "memory", "pids", "disk", "require_isolation", "outlive_owner", "teardown_grace",
-    "traceparent", "audit_log", "capture_commands",
+    "traceparent", "audit_log", "capture_commands", "record",
 }
 
 
@@ -50,7 +50,7 @@ def create_options(options: Mapping[str, Any]) -> Dict[str, Any]:
     for key in ("outlive_owner", "capture_commands"):
         if options.get(key) is not None:
             out[key] = bool(options[key])
-    for key in ("traceparent", "audit_log"):
+    for key in ("traceparent", "audit_log", "record"):
         if options.get(key) is not None:
             out[key] = str(options[key])
     return out

@@ -165,7 +165,7 @@ def create(dsn: str, **options: Any) -> Sandbox:
     """Creates a sandbox for ``dsn`` (``fake://``, ``docker://python:3.12-slim``,
     ``local://``, ``e2b://base``). Options: lifetime, create_timeout, env, secrets, workdir,
     labels, network, cpus, memory, pids, disk, require_isolation, outlive_owner,
-    teardown_grace, traceparent, audit_log, capture_commands."""
+    teardown_grace, traceparent, audit_log, capture_commands, record."""
     return Sandbox(_native.SyncSandbox.create(dsn, _options.create_options(options)))
 
 

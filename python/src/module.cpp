@@ -18,6 +18,7 @@
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/fake.hpp"
+#include "sandboxio/flight_recorder.hpp"
 #include "sandboxio/machine.hpp"
 #include "sandboxio/peer.hpp"
 #include "sandboxio/record_router.hpp"
@@ -86,6 +87,7 @@ CreateOptions to_options(const py::dict& d) {
   if (auto v = opt<std::string>(d, "audit_log"))
     o.audit.sink = std::make_shared<JsonLinesFileSink>(*v);
   if (auto v = opt<bool>(d, "capture_commands")) o.audit.capture_commands = *v;
+  if (auto v = opt<std::string>(d, "record")) o.record = *v;
   return o;
 }
 
@@ -304,8 +306,7 @@ class Engine {
     options_ = to_options(options);
     if (!options_.teardown_grace) options_.teardown_grace = teardown_grace().value();
     Dsn dsn = parse_dsn(text).value();
-    const BackendEntry* entry = registry().resolve(dsn).value();
-    machine_ = entry->make(dsn).value();
+    machine_ = make_machine(dsn, options_).value();
     records_.emplace(options_, [this](const Problem& p) { pending_warnings_.push_back(p); });
     wall_anchor_ = WallAnchor{at(now_ns), std::chrono::system_clock::now()};
     machine_->handle_wall_clock(at(now_ns), wall_anchor_.wall);

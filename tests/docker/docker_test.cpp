@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include "../support/flight_session.hpp"
 #include "docker_support.hpp"
 #include "sandboxio/sync.hpp"
 
@@ -324,5 +325,32 @@ TEST(DockerSweep, UnstartedContainersOfGoneOwnersAreRemovedOthersKept) {
   EXPECT_TRUE(container_exists(foreign)) << "the sweep judged another host's owner";
   capture("docker rm -f " + living + " " + foreign + " >/dev/null 2>&1");
 }
+
+}  // namespace
+
+namespace {
+
+// The flight recorder against the real engine: a session (create, run, stream, a 1 MiB file
+// round trip, a timeout, code, kill) recorded through the sync API replays offline, with no
+// daemon asked, to the same results and records byte for byte; its trace is under twice the
+// bytes the session moved. Through the agent's direct socket, and through the daemon's own
+// exec API (agent=off), whose HTTP exchanges are all the machine's.
+class DockerFlight : public testing::TestWithParam<const char*> {};
+
+TEST_P(DockerFlight, ARecordedSessionReplaysOfflineIdenticallyInATraceUnderTwiceItsBytes) {
+  SBX_REQUIRE_ENGINE();
+  namespace t = sandboxio::testing;
+  const std::string dsn = std::string("docker://") + kPythonImage + GetParam();
+  const auto s = t::expect_identical_replay(dsn, true, std::size_t{1} << 20);
+  const std::uint64_t moved = s.recorded.bytes_in + s.recorded.bytes_out;
+  EXPECT_GT(moved, std::uint64_t{2} << 20);
+  EXPECT_LT(s.recorded.trace_bytes, 2 * moved) << "the trace keeps what came in, once";
+  EXPECT_GT(s.requests, 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, DockerFlight, testing::Values("", "?agent=off"),
+                         [](const testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param[0] ? "ExecApi" : "Agent");
+                         });
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include "../docker/lease_holder.hpp"
+#include "../support/flight_session.hpp"
 #include "e2b_support.hpp"
 
 #include "sandboxio/async.hpp"
@@ -479,6 +480,47 @@ TEST_F(E2b, TheAsyncApiRenewsTheLeaseOnItsExecutorAndDetachGivesBackTheLifetime)
   std::this_thread::sleep_for(5s);  // past the lease
   EXPECT_EQ(sandbox_status(id), 200) << "a detached sandbox ended with its lease";
   remove_sandbox(id);
+}
+
+}  // namespace
+
+namespace {
+
+// The flight recorder against the local server over TLS: the session's trace replays offline
+// (no server is asked: the replay makes no connection) to the same results and records, the
+// trace is under twice the bytes the session moved, and the command line's `replay` prints the
+// records byte for byte and writes the HTML page.
+TEST_F(E2b, ARecordedSessionReplaysOfflineIdentically) {
+  namespace t = sandboxio::testing;
+  const auto s = t::expect_identical_replay(e2b_server().dsn(), true, std::size_t{1} << 20);
+  const std::uint64_t moved = s.recorded.bytes_in + s.recorded.bytes_out;
+  EXPECT_GT(moved, std::uint64_t{2} << 20);
+  EXPECT_LT(s.recorded.trace_bytes, 2 * moved) << "the trace keeps what came in, once";
+  EXPECT_GT(s.requests, 10u);
+}
+
+TEST_F(E2b, TheCommandLineReplaysATracePrintingItsRecordsAndAPage) {
+  namespace t = sandboxio::testing;
+  t::TempDir dir;
+  (void)t::recorded_session(e2b_server().dsn(), dir.path / "traces", dir.path / "audit.jsonl",
+                            false);
+  const std::string trace = t::the_trace(dir.path / "traces").string();
+  int status = 0;
+  const std::string records =
+      t::capture(std::string(SBX_CLI) + " replay --records " + trace + " 2>/dev/null", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(records, t::slurp(dir.path / "audit.jsonl"));
+  const std::string page = (dir.path / "replay.html").string();
+  const std::string timeline =
+      t::capture(std::string(SBX_CLI) + " replay --html " + page + " " + trace + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << timeline;
+  EXPECT_NE(timeline.find("identical to the recording"), std::string::npos) << timeline;
+  EXPECT_NE(timeline.find("sleep 5"), std::string::npos) << timeline;
+  const std::string html = t::slurp(page);
+  EXPECT_NE(html.find("<table>"), std::string::npos);
+  EXPECT_NE(html.find("echo one"), std::string::npos);
+  for (const char* fetch : {"src=", "href=", "@import", "url("})
+    EXPECT_EQ(html.find(fetch), std::string::npos) << "the page loads nothing: " << fetch;
 }
 
 }  // namespace

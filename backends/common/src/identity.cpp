@@ -11,22 +11,68 @@
 
 namespace sandboxio::backend {
 
-const std::string& process_session() {
-  static const std::string id = [] {
-    std::random_device rd;
-    const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
-    std::string s;
-    for (int i = 0; i < 12; ++i)
-      s.push_back(digits[rd() % 36]);
-    return s;
-  }();
-  return id;
+namespace {
+thread_local AmbientScope* open_scope = nullptr;
+
+std::string random_session() {
+  std::random_device rd;
+  const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::string s;
+  for (int i = 0; i < 12; ++i)
+    s.push_back(digits[rd() % 36]);
+  return s;
 }
 
-std::string process_owner() {
+std::string real_owner() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   return std::string(host) + ":" + std::to_string(::getpid());
+}
+}  // namespace
+
+AmbientScope::AmbientScope(Mode mode, std::map<std::string, std::string>& values)
+    : mode_(mode), values_(&values), outer_(open_scope) {
+  open_scope = this;
+}
+AmbientScope::~AmbientScope() {
+  open_scope = outer_;
+}
+
+std::string ambient(const std::string& key, const std::function<std::string()>& compute) {
+  if (open_scope == nullptr) return compute();
+  return open_scope->answer(key, compute);
+}
+
+bool ambient_replaying() noexcept {
+  return open_scope != nullptr && open_scope->mode_ == AmbientScope::Mode::Replay;
+}
+
+std::string AmbientScope::answer(const std::string& key,
+                                 const std::function<std::string()>& compute) {
+  if (mode_ == Mode::Replay) {
+    auto it = values_->find(key);
+    if (it != values_->end()) return it->second;
+    return compute();  // not read when it was recorded: read it now
+  }
+  std::string value = compute();
+  (*values_)[key] = value;
+  return value;
+}
+
+const std::string& process_session_real() {
+  static const std::string id = random_session();
+  return id;
+}
+
+const std::string& process_session() {
+  if (open_scope == nullptr) return process_session_real();
+  thread_local std::string answered;
+  answered = ambient("session", [] { return process_session_real(); });
+  return answered;
+}
+
+std::string process_owner() {
+  return ambient("owner", real_owner);
 }
 
 std::vector<std::string> owners_gone(const std::vector<std::string>& owners) {
@@ -43,8 +89,11 @@ std::vector<std::string> owners_gone(const std::vector<std::string>& owners) {
 }
 
 std::string env_or(const char* name, std::string fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
+  const std::string value = ambient(std::string("env:") + name, [name] {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
+  });
+  return value.empty() ? fallback : value;
 }
 
 }  // namespace sandboxio::backend

@@ -1,8 +1,11 @@
 // fake:// configuration: the DSN's options (tier, declared capabilities, virtual delays) and
 // the registry entry. Outside the machine's objects, which the purity gate checks.
+#include <cstdlib>
 #include <sstream>
 
 #include "machine.hpp"
+#include "sandboxio/backend/identity.hpp"
+#include "world_impl.hpp"
 
 namespace sandboxio::fake {
 namespace {
@@ -21,12 +24,24 @@ const OptionSpec kOptions[] = {
 Result<std::unique_ptr<Machine>> make_machine(const Dsn& dsn) {
   auto typed = dsn.typed(kOptions);
   if (!typed) return typed.problem();
-  auto world = World::find(dsn.target);
+  std::shared_ptr<World> world;
+  if (backend::ambient_replaying()) {
+    // A replay runs in a world of its own, numbered on from where the recorded one was.
+    const std::string next = backend::ambient("fake.next", [] { return std::string("1"); });
+    world = World::replica(dsn.target, std::strtoull(next.c_str(), nullptr, 10));
+  } else {
+    world = World::find(dsn.target);
+  }
   if (!world) {
     return Problem{
         errc::InvalidDsn, "no fake world named \"" + dsn.target + "\"",
         "Use fake:// for the default world, or World::create()->dsn() for a private one."};
   }
+  (void)backend::ambient("fake.next", [&] {
+    std::uint64_t next = 1;
+    world->impl().locked([&](World::Impl& impl) { next = impl.next_sandbox; });
+    return std::to_string(next);
+  });
   Profile profile = world->profile();
   const TypedOptions& o = typed.value();
   if (o.has("tier")) {

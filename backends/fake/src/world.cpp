@@ -25,6 +25,7 @@ World::World(std::string name, Profile profile)
 }
 
 World::~World() {
+  if (replica_) return;  // registered nowhere
   std::lock_guard lock(registry_mutex());
   auto it = worlds().find(name_);
   if (it != worlds().end() && it->second.expired()) worlds().erase(it);
@@ -46,6 +47,13 @@ std::shared_ptr<World> World::default_world() {
     worlds()[""] = w;
     return w;
   }();
+  return world;
+}
+
+std::shared_ptr<World> World::replica(std::string name, std::uint64_t next) {
+  std::shared_ptr<World> world(new World(std::move(name), Profile{}));
+  world->impl_->next_sandbox = next;
+  world->replica_ = true;
   return world;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <string_view>
@@ -227,8 +228,16 @@ Result<Config> config_for(const Dsn& dsn) {
     // A uid of its own per sandbox, from the range systemd leaves to containers (0x60000000
     // on), that no account on this machine has: nothing here shares it.
     static std::atomic<std::uint32_t> next{0};
-    c.uid =
-        0x60000000u | ((static_cast<std::uint32_t>(::getpid()) & 0xFFFFu) << 8) | (next++ & 0xFFu);
+    c.uid = static_cast<std::uint32_t>(std::strtoul(
+        backend::ambient("local.uid",
+                         [] {
+                           return std::to_string(
+                               0x60000000u |
+                               ((static_cast<std::uint32_t>(::getpid()) & 0xFFFFu) << 8) |
+                               (next++ & 0xFFu));
+                         })
+            .c_str(),
+        nullptr, 10));
   }
   std::string tried;
   for (const std::string& path : docker::agent_search_path()) {
@@ -276,7 +285,9 @@ Result<Config> config_for(const Dsn& dsn) {
   }
   find_cgroups(c);
   static std::atomic<std::uint64_t> count{0};
-  c.id = "local-" + backend::process_session() + "-" + std::to_string(++count);
+  c.id = backend::ambient("local.id", [] {
+    return "local-" + backend::process_session() + "-" + std::to_string(++count);
+  });
   return c;
 }
 

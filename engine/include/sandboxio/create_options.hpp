@@ -122,6 +122,11 @@ struct CreateOptions {
   /// Unset: the transport takes TRACEPARENT from the environment, or starts a trace when
   /// OpenTelemetry export is on (docs/how-to/observability.md); otherwise nothing is traced.
   std::optional<TraceContext> trace{};
+  /// A directory to write a flight-recorder trace of this sandbox's session into (made 0700
+  /// when missing; the trace is 0600): every input its machine consumed, so that `sandboxio
+  /// replay` can run the session again offline. Empty: SBX_RECORD=DIR, else no recording.
+  /// docs/how-to/observability.md says what a trace holds.
+  std::string record{};
 
   /// Checks every field; the first problem found is returned.
   [[nodiscard]] Result<void> validate() const;

@@ -20,6 +20,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
+#include "sandboxio/flight_recorder.hpp"
 #include "sandboxio/peer.hpp"
 #include "sandboxio/record_router.hpp"
 #include "sandboxio/spawn.hpp"
@@ -744,9 +745,7 @@ void open(asio::any_io_executor ex, std::string dsn, CreateOptions options, bool
   if (problem) {
   } else if (!parsed) {
     problem = parsed.problem();
-  } else if (auto entry = registry().resolve(parsed.value()); !entry) {
-    problem = entry.problem();
-  } else if (auto made = entry.value()->make(parsed.value()); !made) {
+  } else if (auto made = make_machine(parsed.value(), options); !made) {
     problem = made.problem();
   } else {
     machine = std::move(made).value();

@@ -3,6 +3,7 @@
 #include "sandboxio/e2b.hpp"
 
 #include "sandboxio/config.hpp"
+#include "sandboxio/flight_recorder.hpp"
 #include "session.hpp"
 
 namespace sandboxio::sync {
@@ -35,8 +36,7 @@ std::shared_ptr<detail::Session> open_session(std::string_view text, CreateOptio
                                               std::unique_ptr<Link> link) {
   if (!options.teardown_grace) options.teardown_grace = teardown_grace().value();
   Dsn dsn = parse_dsn(text).value();
-  const BackendEntry* entry = registry().resolve(dsn).value();
-  std::unique_ptr<Machine> machine = entry->make(dsn).value();
+  std::unique_ptr<Machine> machine = make_machine(dsn, options).value();
   return std::make_shared<detail::Session>(std::move(machine), options, std::move(link));
 }
 

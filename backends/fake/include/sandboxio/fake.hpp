@@ -80,6 +80,10 @@ class World : public std::enable_shared_from_this<World> {
   [[nodiscard]] static std::shared_ptr<World> create(Profile profile = {});
   /// The world behind "fake://" with no name (shared by the whole process).
   [[nodiscard]] static std::shared_ptr<World> default_world();
+  /// A world registered nowhere, empty, named `name`, whose next sandbox is number `next`:
+  /// what the replay of a trace recorded in world `name` runs in (sandboxio/flight.hpp). A
+  /// world's scripted answers are not in a trace; a replay gives the built-in ones.
+  [[nodiscard]] static std::shared_ptr<World> replica(std::string name, std::uint64_t next);
   /// The world registered under `name`, or null.
   [[nodiscard]] static std::shared_ptr<World> find(const std::string& name);
   ~World();
@@ -111,6 +115,7 @@ class World : public std::enable_shared_from_this<World> {
   World(std::string name, Profile profile);
   std::string name_;
   std::unique_ptr<Impl> impl_;
+  bool replica_ = false;
 };
 
 /// Makes a fake machine for a fake:// DSN.

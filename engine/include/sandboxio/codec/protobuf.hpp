@@ -1,6 +1,7 @@
-// A protocol-buffers encoder for messages written by hand (OTLP spans; later gRPC): fields
-// appended in order to a byte string. Proto3 rules: a scalar equal to its default is omitted.
-// No reflection, no descriptors, no I/O.
+// A protocol-buffers encoder and decoder for messages written by hand (OTLP spans, flight
+// recorder traces; later gRPC): fields appended in order to a byte string, and read back one
+// at a time. Proto3 rules: a scalar equal to its default is omitted. No reflection, no
+// descriptors, no I/O.
 //
 //   sandboxio::protobuf::Writer kv;
 //   kv.string(1, "service.name");
@@ -8,6 +9,11 @@
 //   any.string(1, "agent");
 //   kv.message(2, any);                        // a nested message, length-delimited
 //   std::string wire = std::move(kv).bytes();
+//
+//   sandboxio::protobuf::Reader r(wire);
+//   sandboxio::protobuf::Field f;
+//   while (r.next(f)) if (f.number == 1) name = f.bytes;
+//   if (r.failed()) ...;                       // truncated or malformed: stop, say so
 #pragma once
 
 #include <cstdint>
@@ -88,6 +94,83 @@ class Writer {
   }
 
   std::string out_{};
+};
+
+/// One field as read off the wire: a varint or fixed value in `value`, a length-delimited one
+/// (string, bytes, nested message, packed list) as a view into the reader's input in `bytes`.
+struct Field {
+  std::uint32_t number = 0;
+  std::uint32_t wire_type = 0;  // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+  std::uint64_t value = 0;
+  std::string_view bytes{};
+};
+
+/// Reads the fields of one message in order. Never reads past its input and never allocates:
+/// a truncated field, a varint longer than ten bytes, a field number 0, a length beyond the
+/// input, or a group (wire types 3 and 4, obsolete) stop it with failed() set.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) noexcept : in_(in) {}
+
+  /// The next field, or false at the end of the input or on malformed input (see failed()).
+  bool next(Field& f) noexcept {
+    if (failed_ || pos_ >= in_.size()) return false;
+    std::uint64_t tag = 0;
+    if (!raw_varint(tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1FFFFFFF) return fail();
+    f.number = static_cast<std::uint32_t>(tag >> 3);
+    f.wire_type = static_cast<std::uint32_t>(tag & 7);
+    f.value = 0;
+    f.bytes = {};
+    switch (f.wire_type) {
+      case 0:
+        return raw_varint(f.value) || fail();
+      case 1:
+        return little_endian(f.value, 8) || fail();
+      case 5:
+        return little_endian(f.value, 4) || fail();
+      case 2: {
+        std::uint64_t n = 0;
+        if (!raw_varint(n) || n > in_.size() - pos_) return fail();
+        f.bytes = in_.substr(pos_, static_cast<std::size_t>(n));
+        pos_ += static_cast<std::size_t>(n);
+        return true;
+      }
+      default:
+        return fail();
+    }
+  }
+  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  /// How far it has read: the offset of the next field.
+  [[nodiscard]] std::size_t position() const noexcept { return pos_; }
+
+ private:
+  bool fail() noexcept {
+    failed_ = true;
+    return false;
+  }
+  bool raw_varint(std::uint64_t& v) noexcept {
+    v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (pos_ >= in_.size()) return false;
+      const auto b = static_cast<unsigned char>(in_[pos_++]);
+      if (shift == 63 && b > 1) return false;  // more than 64 bits
+      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  bool little_endian(std::uint64_t& v, int bytes) noexcept {
+    if (in_.size() - pos_ < static_cast<std::size_t>(bytes)) return false;
+    v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in_[pos_ + i])) << (8 * i);
+    pos_ += static_cast<std::size_t>(bytes);
+    return true;
+  }
+
+  std::string_view in_;
+  std::size_t pos_ = 0;
+  bool failed_ = false;
 };
 
 }  // namespace sandboxio::protobuf

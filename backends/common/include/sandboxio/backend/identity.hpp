@@ -6,7 +6,10 @@
 //   auto gone = sandboxio::backend::owners_gone(probe.owners);  // answers request::ProbeOwners
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,5 +46,33 @@ template <class ConfigFor, class Make, std::size_t N>
 
 /// The value of an environment variable, or `fallback` when it is unset or empty.
 [[nodiscard]] std::string env_or(const char* name, std::string fallback = {});
+
+/// What a backend's configuration takes from the process rather than from its DSN: an
+/// environment variable (through env_or), the owner, the session, a per-process counter.
+/// Normally it is just read. While an AmbientScope is open on this thread, what is read is
+/// also written into it (Capture: the flight recorder keeps it in the trace's header), or is
+/// answered from it (Replay: the machine is configured as the recorded one was).
+class AmbientScope {
+ public:
+  enum class Mode : std::uint8_t { Capture, Replay };
+  AmbientScope(Mode mode, std::map<std::string, std::string>& values);
+  ~AmbientScope();
+  AmbientScope(const AmbientScope&) = delete;
+  AmbientScope& operator=(const AmbientScope&) = delete;
+
+ private:
+  friend std::string ambient(const std::string&, const std::function<std::string()>&);
+  friend bool ambient_replaying() noexcept;
+  std::string answer(const std::string& key, const std::function<std::string()>& compute);
+  Mode mode_;
+  std::map<std::string, std::string>* values_;
+  AmbientScope* outer_;
+};
+/// True while a Replay scope is open on this thread: a configuration that uses shared state of
+/// the process (fake://'s World) makes a private copy instead.
+[[nodiscard]] bool ambient_replaying() noexcept;
+/// `compute()`, through the open scope under `key` (see AmbientScope).
+[[nodiscard]] std::string ambient(const std::string& key,
+                                  const std::function<std::string()>& compute);
 
 }  // namespace sandboxio::backend
