@@ -582,6 +582,7 @@ class Recorder::Impl {
   void checkpoint() {
     if (!stopped_) sink_->checkpoint();
   }
+  void close() { sink_->close(); }
   void flush_outputs() {
     if (requests_ > 0) {
       Writer w;
@@ -682,7 +683,7 @@ Recorder::~Recorder() {
   w.varint(1, stats_.bytes_in);
   w.varint(2, stats_.bytes_out);
   impl_->put(Kind::End, w);
-  impl_->flush_outputs();
+  impl_->close();
 }
 
 void Recorder::handle_connected(ConnId c, Instant now) {

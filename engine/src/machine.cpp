@@ -16,6 +16,7 @@ void trace_record(OperationRecord& record, const std::optional<TraceContext>& tr
   if (!trace || trace->trace_id.empty()) return;
   record.trace.assign(trace->trace_id, {}, trace->parent_span_id);
   record.trace.span = span_id_for(trace->span_seed, record.sequence);
+  record.trace.sampled = trace->sampled;
 }
 
 void trace_env(const OperationRecord& record, const std::optional<TraceContext>& trace, Env& env) {

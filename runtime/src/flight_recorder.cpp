@@ -24,8 +24,9 @@
 namespace sandboxio {
 namespace {
 
-/// A trace file, written in 1 MiB pieces. A write that fails ends the trace where it was
-/// (the recorder stops and the session goes on: a full disk must not stop the sandbox).
+/// A trace file, written in 1 MiB pieces and at each submitted call (so that what led up to a
+/// crash is on disk). A write that fails ends the trace where it was (the recorder stops and
+/// the session goes on: a full disk must not stop the sandbox).
 class FileSink final : public flight::TraceSink {
  public:
   explicit FileSink(int fd) : fd_(fd) {}
@@ -39,6 +40,7 @@ class FileSink final : public flight::TraceSink {
     if (buffer_.size() >= (std::size_t{1} << 20)) flush();
     return fd_ >= 0;
   }
+  void checkpoint() override { flush(); }
   void close() override {
     if (fd_ < 0) return;
     flush();

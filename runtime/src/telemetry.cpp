@@ -531,6 +531,8 @@ OtlpExporter::~OtlpExporter() {
 }
 
 Result<void> OtlpExporter::write(const OperationRecord& record) {
+  // The caller's traceparent said not to record this trace (W3C sampled flag 0): no span.
+  if (record.trace.traced() && !record.trace.sampled) return {};
   {
     std::lock_guard lock(shared_->mu);
     if (shared_->queue.size() >= settings_.max_queue) {

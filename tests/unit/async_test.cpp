@@ -16,6 +16,7 @@
 #endif
 #include <thread>
 
+#include "../support/flight_session.hpp"
 #include "sandboxio/async.hpp"
 #include "sandboxio/fake.hpp"
 
@@ -253,6 +254,35 @@ TEST_F(Async, ManySandboxesOnAMultiThreadedContext) {
   t1.join();
   t2.join();
   EXPECT_TRUE(world->live_sandboxes().empty());
+}
+
+// The flight recorder over Asio: a session the Asio transport drove (a run, a stream, a file)
+// replays offline, identically, from its trace.
+TEST_F(Async, ASessionDrivenByAsioIsRecordedAndReplaysIdentically) {
+  namespace t = sandboxio::testing;
+  t::TempDir dir;
+  auto work = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  sandboxio::CreateOptions o;
+  o.record = (dir.path / "traces").string();
+  auto sb = Sandbox::async_create(io.get_executor(), world->dsn(), o, asio::use_future).get();
+  const auto ran =
+      sb.async_run(cmd({"sh", "-c", "echo over asio; exit 4"}), asio::use_future).get();
+  EXPECT_EQ(ran.exit_code, 4);
+  sb.async_write_file("/tmp/f", "contents", asio::use_future).get();
+  EXPECT_EQ(sb.async_read_file("/tmp/f", asio::use_future).get(), "contents");
+  sb.async_kill(asio::use_future).get();
+  sb = Sandbox{};  // the trace is complete once the session is gone
+  work.reset();
+  runner.join();
+  t::Seen seen;
+  auto summary = t::replay_bytes(t::slurp(t::the_trace(dir.path / "traces")), &seen);
+  ASSERT_TRUE(summary) << summary.problem().describe();
+  EXPECT_TRUE(summary.value().complete);
+  ASSERT_EQ(seen.results.size(), 1u);
+  EXPECT_EQ(seen.results[0], ran);
+  EXPECT_EQ(seen.reads, std::vector<sandboxio::Bytes>{"contents"});
+  EXPECT_EQ(summary.value().records, 5u);
 }
 
 #if defined(ASIO_HAS_CO_AWAIT)

@@ -354,3 +354,31 @@ TEST(OtlpExporter, AFakeSandboxRunsWithADeadEndpointAndItsSpansAreCounted) {
   EXPECT_TRUE(exporter->flush(10s));
   EXPECT_EQ(exporter->stats().dropped, 52u) << "create, 50 runs and kill: all counted";
 }
+
+namespace {
+
+// W3C trace-flags: a caller whose traceparent says "not sampled" (flags 00) gets no span
+// exported for the sandbox's operations, while its commands still see the trace (flag 00).
+TEST(OtlpExporter, ACallerThatSaysNotSampledGetsNoSpansButItsCommandsSeeTheTrace) {
+  telemetry::OtlpSettings s;
+  s.endpoint =
+      "http://127.0.0.1:" + std::to_string(sandboxio::testing::free_loopback_port()) + "/v1/traces";
+  auto exporter = std::make_shared<telemetry::OtlpExporter>(s);
+  auto world = sandboxio::fake::World::create();
+  sandboxio::CreateOptions o;
+  o.audit.sink = exporter;
+  o.trace =
+      TraceContext::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+          .value();
+  std::string seen;
+  {
+    auto sb = sandboxio::sync::Sandbox::create(world->dsn(), o);
+    seen = sb.run({"sh", "-c", "echo $TRACEPARENT"}).stdout_bytes;
+  }
+  EXPECT_TRUE(exporter->flush(10s));
+  EXPECT_EQ(exporter->stats().dropped + exporter->stats().exported, 0u) << "nothing to export";
+  EXPECT_EQ(seen.substr(0, 36), "00-4bf92f3577b34da6a3ce929d0e0e4736-");
+  EXPECT_EQ(seen.substr(52), "-00\n");
+}
+
+}  // namespace

@@ -45,6 +45,9 @@ struct SpanIds {
   std::array<char, 32> trace{};
   std::array<char, 16> span{};
   std::array<char, 16> parent{};  // the caller's span; all '\0': a root span
+  /// The trace's sampled flag (W3C trace-flags bit 0): false when the caller's traceparent
+  /// said not to record, and then no span is exported (the record still goes to the sinks).
+  bool sampled = true;
 
   [[nodiscard]] bool traced() const noexcept { return trace[0] != '\0'; }
   [[nodiscard]] std::string_view trace_id() const noexcept { return view(trace); }
