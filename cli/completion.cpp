@@ -79,7 +79,7 @@ std::string schemes_words() {
 }
 
 // Text inside single quotes, for every shell here: ' becomes '\'' (fish: \').
-std::string quoted(const std::string& text, bool fish = false) {
+std::string single_quoted(const std::string& text, bool fish = false) {
   std::string out;
   for (char c : text)
     out += c == '\'' ? (fish ? std::string("\\'") : std::string("'\\''")) : std::string(1, c);
@@ -179,7 +179,7 @@ void zsh(const Node& root, std::ostream& out) {
           out << ") _files; return ;;\n";
           break;
         default:
-          out << ") _message '" << quoted(o.description) << "'; return ;;\n";
+          out << ") _message '" << single_quoted(o.description) << "'; return ;;\n";
           break;
       }
     }
@@ -197,7 +197,7 @@ void zsh(const Node& root, std::ostream& out) {
       std::string d;
       for (char c : desc)
         d += c == ':' ? std::string("\\:") : std::string(1, c);
-      out << "\n        '" << quoted(word) << ":" << quoted(d) << "'";
+      out << "\n        '" << single_quoted(word) << ":" << single_quoted(d) << "'";
     };
     for (const Node& c : n.children)
       item(last_word(c.path), c.description);
@@ -247,7 +247,7 @@ void fish(const Node& root, std::ostream& out) {
     const std::string cond = at(n);
     for (const Node& c : n.children)
       out << "complete -c sandboxio -n '" << cond << "' -a " << last_word(c.path) << " -d '"
-          << quoted(c.description, true) << "'\n";
+          << single_quoted(c.description, true) << "'\n";
     for (const Opt& o : n.options) {
       out << "complete -c sandboxio -n '" << cond << "'";
       for (const auto& name : o.names)
@@ -265,7 +265,7 @@ void fish(const Node& root, std::ostream& out) {
           out << " -x";
           break;
       }
-      out << " -d '" << quoted(o.description, true) << "'\n";
+      out << " -d '" << single_quoted(o.description, true) << "'\n";
     }
     if (n.positional == Value::Dsn)
       out << "complete -c sandboxio -n '" << cond << "' -a '" << schemes_words() << "'\n";

@@ -340,7 +340,13 @@ int replay(const ReplayArgs& args) {
       return 1;
     }
   }
-  if (!args.records) std::cerr << "sandboxio: " << verdict(summary.value()) << "\n";
+  if (!args.records) {
+    std::cerr << "sandboxio: " << verdict(summary.value()) << "\n";
+    const flight::RecorderStats& moved = summary.value().recorded;
+    if (summary.value().complete)
+      std::cerr << "sandboxio: the session moved " << moved.bytes_in << " bytes in and "
+                << moved.bytes_out << " out; its trace is " << bytes.value().size() << " bytes\n";
+  }
   return 0;
 }
 
