@@ -3,7 +3,10 @@
 //   sandboxio_bench_engine [--benchmark_filter=Demux] [--benchmark_min_time=0.01]
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -16,6 +19,7 @@
 #include "sandboxio/codec/tar.hpp"
 #include "sandboxio/docker.hpp"
 #include "sandboxio/e2b.hpp"
+#include "sandboxio/flight.hpp"
 #include "sandboxio/sync.hpp"
 #include "sandboxio/telemetry.hpp"
 
@@ -338,6 +342,42 @@ void BM_DockerMachineStream(benchmark::State& state) {
 }
 BENCHMARK(BM_DockerMachineStream);
 
+// The flight recorder's cost on the same stream (docs/how-to/observability.md): every byte in is
+// written to the trace once, and every output event digested; the trace goes to a sink that only
+// counts it. Against BM_DockerMachineStream, the per-byte overhead of recording.
+class CountingTraceSink final : public sandboxio::flight::TraceSink {
+ public:
+  bool write(std::string_view bytes) override {
+    written += bytes.size();
+    return true;
+  }
+  std::uint64_t written = 0;
+};
+
+void BM_DockerMachineStreamRecorded(benchmark::State& state) {
+  using namespace sandboxio;
+  docker::Config c;
+  c.image = "img";
+  auto sink = std::make_shared<CountingTraceSink>();
+  flight::Recorder m(docker::make_machine(c), flight::Header{.dsn = "docker://img"}, sink,
+                     std::uint64_t{1} << 62);
+  ScriptedDaemon daemon(m);
+  const Instant now{};
+  (void)m.submit_create({}, now);
+  daemon.serve(now);
+  daemon.exec_output = docker_frames(kMiB, 32768);
+  for (auto _ : state) {
+    daemon.output = 0;
+    (void)m.submit_stream(Command{.argv = {"cat"}}, now);
+    daemon.serve(now);
+    if (daemon.output != kMiB) state.SkipWithError("the scripted stream did not come out whole");
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
+  state.counters["trace_per_byte"] =
+      static_cast<double>(sink->written) / static_cast<double>(state.iterations() * kMiB + 1);
+}
+BENCHMARK(BM_DockerMachineStreamRecorded);
+
 // The whole per-operation overhead of the sync API on fake:// (no wire): nanoseconds per run.
 void BM_FakeRunOverhead(benchmark::State& state) {
   auto sb = sandboxio::sync::Sandbox::create("fake://");
@@ -347,6 +387,22 @@ void BM_FakeRunOverhead(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FakeRunOverhead);
+
+// The same run recorded (SBX_RECORD's path: a trace file in a temporary directory): the
+// recorder's cost per operation, against BM_FakeRunOverhead.
+void BM_FakeRunRecorded(benchmark::State& state) {
+  sandboxio::CreateOptions o;
+  o.record = "/tmp/sandboxio-bench-record-" + std::to_string(::getpid());
+  {
+    auto sb = sandboxio::sync::Sandbox::create("fake://", o);
+    for (auto _ : state) {
+      auto r = sb.run({"true"});
+      benchmark::DoNotOptimize(r.exit_code);
+    }
+  }
+  std::filesystem::remove_all(o.record);
+}
+BENCHMARK(BM_FakeRunRecorded);
 
 // The same in a traced sandbox (a caller's traceparent): each record carries its span ids and
 // each command gets TRACEPARENT, one more environment variable (fake:// keeps a copy of every

@@ -4,6 +4,7 @@
 #include "sandboxio/flight.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <set>
@@ -347,23 +348,53 @@ bool get_code(std::string_view bytes, CodeRequest& r) {
 
 // ---- digests ----
 
+/// A 64-bit digest at memory speed (output is digested as it streams): little-endian 8-byte
+/// words mixed in with a multiply and a shift, long strings in four independent lanes that are
+/// folded in at the end. Each step is a bijection of the state for a given word and of the
+/// word for a given state, so one changed word always changes the digest. Lengths are mixed in
+/// too: different splits of the same bytes into fields digest differently.
 class Digest {
  public:
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-      byte(static_cast<unsigned char>(v >> (8 * i)));
-  }
+  void u64(std::uint64_t v) { h_ = mix(h_, v); }
   void str(std::string_view s) {
     u64(s.size());
-    for (char c : s)
-      byte(static_cast<unsigned char>(c));
+    const char* p = s.data();
+    std::size_t n = s.size();
+    if (n >= 32) {
+      std::uint64_t a = h_, b = h_ ^ 0x243F6A8885A308D3ULL, c = h_ ^ 0x13198A2E03707344ULL,
+                    d = h_ ^ 0xA4093822299F31D0ULL;
+      for (; n >= 32; p += 32, n -= 32) {
+        a = mix(a, load(p));
+        b = mix(b, load(p + 8));
+        c = mix(c, load(p + 16));
+        d = mix(d, load(p + 24));
+      }
+      h_ = a;
+      u64(b);
+      u64(c);
+      u64(d);
+    }
+    for (; n >= 8; p += 8, n -= 8)
+      u64(load(p));
+    if (n > 0) {
+      std::uint64_t w = 0;
+      for (std::size_t k = 0; k < n; ++k)
+        w |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[k])) << (8 * k);
+      u64(w);
+    }
   }
   [[nodiscard]] std::uint64_t value() const { return h_; }
 
  private:
-  void byte(unsigned char b) {  // FNV-1a, 64 bits
-    h_ ^= b;
-    h_ *= 0x100000001b3ULL;
+  static std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+    h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+  }
+  static std::uint64_t load(const char* p) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p, sizeof w);
+    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+    return w;
   }
   std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
@@ -567,17 +598,32 @@ class Recorder::Impl {
     if (stopped_) return;
     Writer w;
     w.message(static_cast<std::uint32_t>(kind), body);
-    if (stats_.trace_bytes + w.view().size() > max_) {
-      Writer t;
-      t.varint_present(1, stats_.trace_bytes);
-      Writer tw;
-      tw.message(static_cast<std::uint32_t>(Kind::Truncated), t);
-      raw(tw.view());
-      stopped_ = true;
-      stats_.truncated = true;
-      return;
-    }
+    if (stats_.trace_bytes + w.view().size() > max_) return truncate();
     raw(w.view());
+  }
+  /// The bound is reached: a Truncated entry ends the trace (it may pass the bound by its few
+  /// bytes), and nothing more is written.
+  void truncate() {
+    Writer t;
+    t.varint_present(1, stats_.trace_bytes);
+    Writer tw;
+    tw.message(static_cast<std::uint32_t>(Kind::Truncated), t);
+    raw(tw.view());
+    stopped_ = true;
+    stats_.truncated = true;
+  }
+  /// A Bytes entry, its data written straight from the caller's buffer (no copy here).
+  void put_bytes(const Writer& head, std::string_view data) {
+    if (stopped_) return;
+    Writer data_prefix;
+    data_prefix.length_prefix(4, data.size());
+    const std::size_t body = head.view().size() + data_prefix.view().size() + data.size();
+    Writer frame;
+    frame.length_prefix(static_cast<std::uint32_t>(Kind::Bytes), body);
+    if (stats_.trace_bytes + frame.view().size() + body > max_) return truncate();
+    for (std::string_view piece : {std::string_view(frame.view()), std::string_view(head.view()),
+                                   std::string_view(data_prefix.view()), data})
+      raw(piece);
   }
   void checkpoint() {
     if (!stopped_) sink_->checkpoint();
@@ -707,8 +753,8 @@ std::size_t Recorder::handle_bytes(ConnId c, std::string_view d, Instant now) {
   const std::size_t kept = impl_->kept(c, d);
   Writer w = at(c, now);
   w.varint(3, kept);
-  w.string(4, d.substr(kept));
-  impl_->entry(Kind::Bytes, w);
+  impl_->flush_outputs();
+  impl_->put_bytes(w, d.substr(kept));
   const std::size_t used = ForwardingMachine::handle_bytes(c, d, now);
   stats_.bytes_in += d.size() - kept;
   if (used < d.size()) {

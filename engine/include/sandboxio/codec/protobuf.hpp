@@ -64,6 +64,12 @@ class Writer {
   void string_present(std::uint32_t field, std::string_view value) {
     length_delimited(field, value);
   }
+  /// The tag and length of a length-delimited field whose `n` bytes the caller writes next,
+  /// elsewhere (a large payload goes out without being copied in here).
+  void length_prefix(std::uint32_t field, std::size_t n) {
+    tag(field, 2);
+    raw_varint(n);
+  }
   /// A nested message, written even when empty (its presence can mean something).
   void message(std::uint32_t field, const Writer& inner) { length_delimited(field, inner.out_); }
 
