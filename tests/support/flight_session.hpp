@@ -90,6 +90,9 @@ inline LiveSession recorded_session(const std::string& dsn, const fs::path& dir,
   o.record = dir.string();
   o.audit.sink = std::make_shared<JsonLinesFileSink>(audit.string());
   o.audit.capture_commands = true;
+  // Each record reaches the file before its operation returns, unless the sink takes longer
+  // than this: generous, so that a machine loaded by a parallel build does not drop one.
+  o.audit.sink_timeout = std::chrono::seconds(30);
   o.env.set("GREETING", "hello");
   LiveSession live;
   auto sb = sync::Sandbox::create(dsn, o);

@@ -37,6 +37,16 @@ TEST(Flight, AFakeSessionReplaysOfflineToTheSameResultsAndRecords) {
   EXPECT_EQ(summary.recorded.bytes_in, 0u) << "fake:// moves no bytes: it is all in the machine";
 }
 
+TEST(Flight, WhatAFakeWorldDeclaresIsReplayedAsItWas) {
+  sandboxio::fake::Profile profile;
+  profile.tier = sandboxio::IsolationTier::Container;
+  profile.capabilities = {sandboxio::Capability::NetworkPolicy, sandboxio::Capability::Streaming,
+                          sandboxio::Capability::Filesystem};
+  auto world = sandboxio::fake::World::create(profile);
+  const auto summary = sandboxio::testing::expect_identical_replay(world->dsn(), false, 11);
+  EXPECT_TRUE(summary.complete);
+}
+
 TEST(Flight, TheRecordingDirectoryIsOwnerOnly) {
   TempDir dir;
   auto world = sandboxio::fake::World::create();
@@ -104,6 +114,7 @@ TEST(Flight, SecretValuesNeverReachTheTraceAndTheRecordsStillMatch) {
     o.record = (dir.path / "t").string();
     o.audit.sink = std::make_shared<sandboxio::JsonLinesFileSink>((dir.path / "a").string());
     o.audit.capture_commands = true;
+    o.audit.sink_timeout = 30s;  // see recorded_session()
     o.env.set_secret("DEPLOY_TOKEN", secret);
     auto sb = sandboxio::sync::Sandbox::create(world->dsn(), o);
     sandboxio::Command c;

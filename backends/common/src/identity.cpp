@@ -23,6 +23,11 @@ std::string random_session() {
   return s;
 }
 
+const std::string& process_session_real() {
+  static const std::string id = random_session();
+  return id;
+}
+
 std::string real_owner() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -57,11 +62,6 @@ std::string AmbientScope::answer(const std::string& key,
   std::string value = compute();
   (*values_)[key] = value;
   return value;
-}
-
-const std::string& process_session_real() {
-  static const std::string id = random_session();
-  return id;
 }
 
 const std::string& process_session() {

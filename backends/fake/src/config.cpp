@@ -43,6 +43,27 @@ Result<std::unique_ptr<Machine>> make_machine(const Dsn& dsn) {
     return std::to_string(next);
   });
   Profile profile = world->profile();
+  {
+    // What the world declared when the session was recorded: a replay's replica has the
+    // default profile, and takes the recorded one from here.
+    const std::string caps = backend::ambient("fake.caps", [&] {
+      std::string list;
+      for (Capability c : kAllCapabilities)
+        if (profile.capabilities.contains(c))
+          list += std::string(list.empty() ? "" : ",") + std::string(to_string(c));
+      return list;
+    });
+    const std::string tier =
+        backend::ambient("fake.tier", [&] { return std::string(profile.tier.name()); });
+    if (backend::ambient_replaying()) {
+      CapabilitySet declared;
+      std::stringstream names(caps);
+      for (std::string name; std::getline(names, name, ',');)
+        if (auto c = parse_capability(name)) declared.insert(*c);
+      profile.capabilities = declared;
+      profile.tier = IsolationTier::parse(tier).value_or(profile.tier);
+    }
+  }
   const TypedOptions& o = typed.value();
   if (o.has("tier")) {
     auto tier = IsolationTier::parse(o.string("tier"));
