@@ -24,7 +24,7 @@ struct Row {
 };
 
 /// `bytes` with control characters escaped (newlines too, unless `lines`), at most `limit`.
-std::string printable(std::string_view bytes, std::size_t limit, bool lines = false) {
+std::string escaped(std::string_view bytes, std::size_t limit, bool lines = false) {
   std::string out;
   for (std::size_t i = 0; i < bytes.size() && out.size() < limit; ++i) {
     const auto c = static_cast<unsigned char>(bytes[i]);
@@ -55,7 +55,7 @@ std::string argv_text(const std::vector<std::string>& argv) {
         !a.empty() && a.find_first_of(" \t\n'\"\\$`|&;<>(){}*?") == std::string::npos;
     out += plain ? a : "'" + a + "'";
   }
-  return printable(out, 400);
+  return escaped(out, 400);
 }
 
 std::string millis(std::chrono::nanoseconds d) {
@@ -85,7 +85,7 @@ class Collector final : public flight::ReplayObserver {
         r.text = argv_text(e.command.argv) + "  (timeout " + millis(e.command.timeout) + ")";
         break;
       case flight::Call::RunCode:
-        r.text = e.code.language + ": " + printable(e.code.code, 400);
+        r.text = e.code.language + ": " + escaped(e.code.code, 400);
         break;
       case flight::Call::WriteFile:
         r.text = e.text + " (" + std::to_string(e.file.size()) + " bytes)";
@@ -111,7 +111,7 @@ class Collector final : public flight::ReplayObserver {
           using E = std::decay_t<decltype(e)>;
           if constexpr (std::is_same_v<E, event::Output>) {
             rows.push_back(Row{at, e.op, std::string(to_string(e.chunk.stream)),
-                               printable(e.chunk.data, 2000), printable(e.chunk.data, 8000, true)});
+                               escaped(e.chunk.data, 2000), escaped(e.chunk.data, 8000, true)});
           } else if constexpr (std::is_same_v<E, event::Done>) {
             rows.push_back(Row{at, e.op, "done", completion(e.op, e.value)});
           } else if constexpr (std::is_same_v<E, event::Failed>) {
@@ -184,12 +184,12 @@ class Collector final : public flight::ReplayObserver {
           } else if constexpr (std::is_same_v<V, ExecResult>) {
             std::string s = "exit " + (v.exit_code ? std::to_string(*v.exit_code) : "-") + " (" +
                             std::string(to_string(v.termination)) + ") in " + millis(v.duration);
-            if (!v.stdout_bytes.empty()) s += "; stdout " + printable(v.stdout_bytes, 600);
-            if (!v.stderr_bytes.empty()) s += "; stderr " + printable(v.stderr_bytes, 600);
-            if (v.error) s += "; " + v.error->name + ": " + printable(v.error->value, 200);
+            if (!v.stdout_bytes.empty()) s += "; stdout " + escaped(v.stdout_bytes, 600);
+            if (!v.stderr_bytes.empty()) s += "; stderr " + escaped(v.stderr_bytes, 600);
+            if (v.error) s += "; " + v.error->name + ": " + escaped(v.error->value, 200);
             return s;
           } else if constexpr (std::is_same_v<V, Bytes>) {
-            std::string s = std::to_string(v.size()) + " bytes: " + printable(v, 200);
+            std::string s = std::to_string(v.size()) + " bytes: " + escaped(v, 200);
             files.push_back(read_paths_[op] + " (" + std::to_string(v.size()) + " bytes) read");
             return s;
           } else if constexpr (std::is_same_v<V, std::vector<FileInfo>>) {

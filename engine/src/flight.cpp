@@ -1069,13 +1069,18 @@ Result<std::optional<Entry>> TraceReader::next() {
 
 namespace {
 
-Problem diverged(std::uint64_t step, const Entry& e, std::string what) {
-  const std::string kind = e.kind == Kind::Submit
-                               ? std::string(to_string(e.call))
-                               : "kind " + std::to_string(static_cast<int>(e.kind));
+Problem diverged(std::uint64_t step, const std::string& kind, std::string what) {
   return Problem{errc::ReplayDiverged,
                  "at entry " + std::to_string(step) + " (" + kind + "): " + std::move(what),
                  {}};
+}
+Problem diverged(std::uint64_t step, Kind kind, std::string what) {
+  return diverged(step, "kind " + std::to_string(static_cast<int>(kind)), std::move(what));
+}
+Problem diverged(std::uint64_t step, const Entry& e, std::string what) {
+  if (e.kind == Kind::Submit)
+    return diverged(step, std::string(to_string(e.call)), std::move(what));
+  return diverged(step, e.kind, std::move(what));
 }
 
 /// Gives the machine a recorded submit; the op it returned (Cancel: the op cancelled).
@@ -1192,7 +1197,7 @@ Result<ReplaySummary> replay(Machine& m, TraceReader& trace, ReplayObserver* obs
   // that follows (Taken when the recording took fewer than all).
   struct Take {
     std::uint64_t step;
-    Entry entry;
+    ConnId conn;
     std::size_t used, offered;
   };
   std::optional<Take> take;
@@ -1206,12 +1211,12 @@ Result<ReplaySummary> replay(Machine& m, TraceReader& trace, ReplayObserver* obs
     if (take) {
       const std::uint64_t recorded = e.kind == Kind::Taken ? e.count : take->offered;
       if (take->used != recorded)
-        return diverged(take->step, take->entry,
+        return diverged(take->step, Kind::Bytes,
                         "the machine took " + std::to_string(take->used) + " of " +
                             std::to_string(take->offered) + " bytes on connection " +
-                            std::to_string(take->entry.conn) + "; the recording took " +
+                            std::to_string(take->conn) + "; the recording took " +
                             std::to_string(recorded));
-      const ConnId conn = take->entry.conn;
+      const ConnId conn = take->conn;
       if (take->used >= take->offered)
         contract.tails.erase(conn);
       else
@@ -1304,7 +1309,7 @@ Result<ReplaySummary> replay(Machine& m, TraceReader& trace, ReplayObserver* obs
         offer.assign(tail, 0, static_cast<std::size_t>(e.kept));
         offer.append(e.data);
         const std::size_t used = m.handle_bytes(e.conn, offer, e.now);
-        take = Take{step, e, used, offer.size()};
+        take = Take{step, e.conn, used, offer.size()};
         break;
       }
       case Kind::Eof:
