@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ clang-14 clang-format clang-tidy ccache pkg-config binutils
-  libsimdjson-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
+  libsimdjson-dev libnghttp2-dev libyaml-cpp-dev libasio-dev libssl-dev libcli11-dev node-llhttp
   libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev nodejs
   mkdocs mkdocs-material python3-yaml zsh fish make bubblewrap python3 procps iproute2 iptables
   ca-certificates python3-dev python3-pybind11 pybind11-dev python3-venv python3-pytest
