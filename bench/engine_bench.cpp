@@ -15,6 +15,7 @@
 #include "sandboxio/codec/connect.hpp"
 #include "sandboxio/codec/docker_stream.hpp"
 #include "sandboxio/codec/http.hpp"
+#include "sandboxio/codec/http2.hpp"
 #include "sandboxio/codec/json.hpp"
 #include "sandboxio/codec/tar.hpp"
 #include "sandboxio/docker.hpp"
@@ -22,6 +23,9 @@
 #include "sandboxio/flight.hpp"
 #include "sandboxio/sync.hpp"
 #include "sandboxio/telemetry.hpp"
+#include "sandboxio/tls.hpp"
+
+#include <openssl/ssl.h>
 
 namespace {
 
@@ -448,6 +452,80 @@ void BM_FakeRunTracedDeadEndpoint(benchmark::State& state) {
   state.counters["exported"] = static_cast<double>(exporter->stats().exported);
 }
 BENCHMARK(BM_FakeRunTracedDeadEndpoint);
+
+// An HTTP/2 download through the codec: a server's 1 MiB body in 16 KiB DATA frames, read
+// and consumed (window updates included), next to memcpy of the same bytes.
+void BM_Http2Download(benchmark::State& state) {
+  auto frame = [](std::uint8_t type, std::uint8_t flags, std::uint32_t stream, std::string_view p) {
+    const auto n = static_cast<std::uint32_t>(p.size());
+    std::string f{static_cast<char>(n >> 16),
+                  static_cast<char>(n >> 8),
+                  static_cast<char>(n),
+                  static_cast<char>(type),
+                  static_cast<char>(flags),
+                  static_cast<char>(stream >> 24),
+                  static_cast<char>(stream >> 16),
+                  static_cast<char>(stream >> 8),
+                  static_cast<char>(stream)};
+    return f + std::string(p);
+  };
+  const std::string settings = frame(4, 0, 0, "") + frame(4, 1, 0, "");
+  std::string body_frames;
+  for (std::size_t done = 0; done < kMiB; done += 16384)
+    body_frames += frame(0, done + 16384 >= kMiB ? 1 : 0, 1, std::string(16384, 'x'));
+  const std::string wire = settings + frame(1, 4, 1, "\x88") + body_frames;
+  for (auto _ : state) {
+    sandboxio::http2::Client c;
+    if (!c.submit_request({"GET", "https", "envd", "/files", {}}, true))
+      state.SkipWithError("submit");
+    benchmark::DoNotOptimize(c.take_output());
+    std::size_t got = 0;
+    for (std::size_t at = 0; at < wire.size(); at += 65536) {
+      c.handle_bytes(std::string_view(wire).substr(at, 65536));
+      while (auto e = c.poll_event())
+        if (auto* d = std::get_if<sandboxio::http2::Data>(&*e)) {
+          got += d->bytes.size();
+          c.consume(d->stream, d->bytes.size());
+        }
+      benchmark::DoNotOptimize(c.take_output());
+    }
+    if (got != kMiB) state.SkipWithError("short body");
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMiB));
+}
+BENCHMARK(BM_Http2Download);
+
+// A TLS client ready to send its ClientHello, trusting the system's CA store: a context per
+// connection (what sandboxio did before 2026-12-07, and what a client without a shared context
+// pays), next to sandboxio's TlsChannel, which loads the store once per process.
+void BM_TlsContextPerConnection(benchmark::State& state) {
+  for (auto _ : state) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_default_verify_paths(ctx);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_bio(ssl, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));
+    SSL_set_connect_state(ssl);
+    SSL_set_tlsext_host_name(ssl, "api.e2b.app");
+    benchmark::DoNotOptimize(SSL_do_handshake(ssl));  // writes the ClientHello
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+  }
+}
+BENCHMARK(BM_TlsContextPerConnection)->Unit(benchmark::kMicrosecond);
+
+void BM_TlsChannelClient(benchmark::State& state) {
+  sandboxio::Endpoint e;
+  e.kind = sandboxio::Endpoint::Kind::Tcp;
+  e.address = "api.e2b.app";
+  e.port = 443;
+  e.tls = true;
+  for (auto _ : state) {
+    auto channel = sandboxio::TlsChannel::client(e);
+    if (!channel) state.SkipWithError("no TLS channel");
+    benchmark::DoNotOptimize(channel.value()->take_cipher());  // the ClientHello
+  }
+}
+BENCHMARK(BM_TlsChannelClient)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

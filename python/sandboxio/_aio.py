@@ -48,6 +48,27 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
+
+# One TLS context per trust configuration, made on first use and kept for the process: the
+# system's CA bundle costs about 19 ms of CPU to load, which a context per connection paid on
+# every handshake (the C++ transports keep theirs the same way, sandboxio/tls.hpp).
+_TLS_CONTEXTS: Dict[Tuple[str, str, str], ssl.SSLContext] = {}
+
+
+def _tls_context(ca: str, cert: str, key: str) -> ssl.SSLContext:
+    found = _TLS_CONTEXTS.get((ca, cert, key))
+    if found is not None:
+        return found
+    context = ssl.create_default_context(cafile=ca or None)
+    if cert:
+        context.load_cert_chain(cert, key or None)
+    context.set_alpn_protocols(["http/1.1"])
+    if len(_TLS_CONTEXTS) >= 16:
+        _TLS_CONTEXTS.pop(next(iter(_TLS_CONTEXTS)))
+    _TLS_CONTEXTS[(ca, cert, key)] = context
+    return context
+
+
 class _Parked(asyncio.Protocol):
     """An idle kept-alive connection in the pool. Anything it receives (a peer's close, or
     bytes nobody asked for) makes it unusable: it is closed and never handed out."""
@@ -423,10 +444,7 @@ class _Driver:
             elif kind == "tcp":
                 context = None
                 if tls:
-                    context = ssl.create_default_context(cafile=ca or None)
-                    if cert:
-                        context.load_cert_chain(cert, key or None)
-                    context.set_alpn_protocols(["http/1.1"])
+                    context = _tls_context(ca, cert, key)
                 await self.loop.create_connection(
                     lambda: conn, address, port, ssl=context,
                     server_hostname=server_name if tls else None)

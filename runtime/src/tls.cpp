@@ -7,20 +7,54 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 namespace sandboxio {
 
-struct TlsChannel::State {
+namespace {
+
+// One TLS context per trust configuration (CA file, client certificate), made once per
+// process: loading the system's CA bundle costs about 19 ms of CPU, which a context per
+// connection paid on every handshake. Each context keeps the session tickets its servers
+// gave, up to 32 per server name and port, each used once (RFC 8446 C.4), so that the next
+// connection to that server resumes instead of repeating the certificate exchange.
+struct Context {
   SSL_CTX* ctx = nullptr;
+  std::mutex mu;
+  std::map<std::string, std::deque<SSL_SESSION*>> tickets;  // by server name and port
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() {
+    for (auto& [key, q] : tickets)
+      for (SSL_SESSION* s : q)
+        SSL_SESSION_free(s);
+    if (ctx) SSL_CTX_free(ctx);
+  }
+};
+
+constexpr std::size_t kContexts = 16;  // trust configurations kept
+// Tickets are used once, so a burst of connections to one server needs as many: each full
+// handshake brings two (OpenSSL's and Node's default), each resumed one brings more.
+constexpr std::size_t kTicketsPerServer = 32;
+constexpr std::size_t kServersPerContext = 64;
+
+}  // namespace
+
+struct TlsChannel::State {
+  std::shared_ptr<Context> context;
   SSL* ssl = nullptr;
   BIO* rbio = nullptr;  // ciphertext in (owned by ssl)
   BIO* wbio = nullptr;  // ciphertext out (owned by ssl)
   std::string name;
+  std::string ticket_key;  // "name port"
   std::optional<Problem> error;
   ~State() {
     if (ssl) SSL_free(ssl);
-    if (ctx) SSL_CTX_free(ctx);
   }
 };
 
@@ -46,6 +80,83 @@ bool is_ip(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+// OpenSSL hands over each ticket the server sends (TLS 1.3: after the handshake): kept for
+// the next connection to the same server, the oldest dropped past the bound.
+int keep_ticket(SSL* ssl, SSL_SESSION* session) {
+  auto* st = static_cast<TlsChannel::State*>(SSL_get_app_data(ssl));
+  if (st == nullptr || !SSL_SESSION_is_resumable(session)) return 0;
+  Context& c = *st->context;
+  std::lock_guard lock(c.mu);
+  if (!c.tickets.contains(st->ticket_key) && c.tickets.size() >= kServersPerContext) {
+    for (SSL_SESSION* old : c.tickets.begin()->second)
+      SSL_SESSION_free(old);
+    c.tickets.erase(c.tickets.begin());
+  }
+  auto& q = c.tickets[st->ticket_key];
+  q.push_back(session);
+  if (q.size() > kTicketsPerServer) {
+    SSL_SESSION_free(q.front());
+    q.pop_front();
+  }
+  return 1;  // the reference is ours now
+}
+
+SSL_SESSION* take_ticket(Context& c, const std::string& key) {
+  std::lock_guard lock(c.mu);
+  auto it = c.tickets.find(key);
+  if (it == c.tickets.end() || it->second.empty()) return nullptr;
+  SSL_SESSION* s = it->second.back();
+  it->second.pop_back();
+  return s;
+}
+
+Result<std::shared_ptr<Context>> make_context(const Endpoint& endpoint) {
+  auto c = std::make_shared<Context>();
+  c->ctx = SSL_CTX_new(TLS_client_method());
+  if (!c->ctx) return tls_problem("cannot make a TLS context: " + openssl_errors());
+  SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_session_cache_mode(c->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(c->ctx, keep_ticket);
+  if (!endpoint.ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(c->ctx, endpoint.ca_file.c_str(), nullptr) != 1) {
+      return tls_problem("cannot load the CA file " + endpoint.ca_file + ": " + openssl_errors(),
+                         "Check the path (DOCKER_CERT_PATH/ca.pem for Docker) and that it holds "
+                         "PEM certificates.");
+    }
+  } else if (SSL_CTX_set_default_verify_paths(c->ctx) != 1) {
+    return tls_problem("cannot load the system CA store: " + openssl_errors(),
+                       "Install ca-certificates, or set SSL_CERT_FILE.");
+  }
+  if (!endpoint.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(c->ctx, endpoint.cert_file.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(c->ctx, endpoint.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(c->ctx) != 1) {
+      return tls_problem("cannot load the client certificate " + endpoint.cert_file + " and key " +
+                             endpoint.key_file + ": " + openssl_errors(),
+                         "Check DOCKER_CERT_PATH: it must hold cert.pem and key.pem.");
+    }
+  }
+  return c;
+}
+
+// The context for this endpoint's trust configuration, made on first use. A context that
+// failed to load is not kept: the next connection tries again (a CA file may appear).
+// The system store is read once per process, as curl and Node do: a CA bundle changed while
+// the process runs is seen by the next process.
+Result<std::shared_ptr<Context>> context_for(const Endpoint& endpoint) {
+  static auto* mu = new std::mutex;  // never destroyed: connections may end during exit
+  static auto* contexts = new std::map<std::string, std::shared_ptr<Context>>;
+  const std::string key = endpoint.ca_file + '\n' + endpoint.cert_file + '\n' + endpoint.key_file;
+  std::lock_guard lock(*mu);
+  if (auto it = contexts->find(key); it != contexts->end()) return it->second;
+  auto made = make_context(endpoint);
+  if (!made) return made;
+  if (contexts->size() >= kContexts) contexts->erase(contexts->begin());
+  contexts->emplace(key, made.value());
+  return made;
+}
+
 }  // namespace
 
 void tls_global_init() {
@@ -58,31 +169,12 @@ TlsChannel::~TlsChannel() = default;
 Result<std::unique_ptr<TlsChannel>> TlsChannel::client(const Endpoint& endpoint) {
   auto st = std::make_unique<State>();
   ERR_clear_error();
-  st->ctx = SSL_CTX_new(TLS_client_method());
-  if (!st->ctx) return tls_problem("cannot make a TLS context: " + openssl_errors());
-  SSL_CTX_set_min_proto_version(st->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(st->ctx, SSL_VERIFY_PEER, nullptr);
-  if (!endpoint.ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(st->ctx, endpoint.ca_file.c_str(), nullptr) != 1) {
-      return tls_problem("cannot load the CA file " + endpoint.ca_file + ": " + openssl_errors(),
-                         "Check the path (DOCKER_CERT_PATH/ca.pem for Docker) and that it holds "
-                         "PEM certificates.");
-    }
-  } else if (SSL_CTX_set_default_verify_paths(st->ctx) != 1) {
-    return tls_problem("cannot load the system CA store: " + openssl_errors(),
-                       "Install ca-certificates, or set SSL_CERT_FILE.");
-  }
-  if (!endpoint.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(st->ctx, endpoint.cert_file.c_str()) != 1 ||
-        SSL_CTX_use_PrivateKey_file(st->ctx, endpoint.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(st->ctx) != 1) {
-      return tls_problem("cannot load the client certificate " + endpoint.cert_file + " and key " +
-                             endpoint.key_file + ": " + openssl_errors(),
-                         "Check DOCKER_CERT_PATH: it must hold cert.pem and key.pem.");
-    }
-  }
-  st->ssl = SSL_new(st->ctx);
+  auto context = context_for(endpoint);
+  if (!context) return context.problem();
+  st->context = std::move(context).value();
+  st->ssl = SSL_new(st->context->ctx);
   if (!st->ssl) return tls_problem("cannot make a TLS session: " + openssl_errors());
+  SSL_set_app_data(st->ssl, st.get());
   st->rbio = BIO_new(BIO_s_mem());
   st->wbio = BIO_new(BIO_s_mem());
   if (!st->rbio || !st->wbio) {
@@ -101,6 +193,11 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::client(const Endpoint& endpoint)
     SSL_set_tlsext_host_name(st->ssl, st->name.c_str());
     if (SSL_set1_host(st->ssl, st->name.c_str()) != 1)
       return tls_problem("cannot verify the host name " + st->name);
+  }
+  st->ticket_key = st->name + ' ' + std::to_string(endpoint.port);
+  if (SSL_SESSION* ticket = take_ticket(*st->context, st->ticket_key)) {
+    SSL_set_session(st->ssl, ticket);  // a full handshake if the server declines it
+    SSL_SESSION_free(ticket);          // SSL_set_session took its own reference
   }
   auto channel = std::unique_ptr<TlsChannel>(new TlsChannel(std::move(st)));
   if (auto r = channel->drive(); !r) return r.problem();  // the ClientHello
@@ -209,6 +306,10 @@ std::string TlsChannel::take_cipher() {
   const int got = BIO_read(state_->wbio, out.data(), static_cast<int>(n));
   out.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
   return out;
+}
+
+bool TlsChannel::resumed() const noexcept {
+  return established_ && SSL_session_reused(state_->ssl) == 1;
 }
 
 std::string TlsChannel::take_plain() {

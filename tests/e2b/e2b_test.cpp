@@ -363,6 +363,28 @@ TEST_F(E2b, ASandboxMadeAfterAnotherEndedReusesItsConnections) {
   b.kill();
 }
 
+// A server this process has spoken TLS to before is met with a session ticket: the next
+// connection resumes (no certificate exchange, no signature) instead of a full handshake.
+// The trust store is loaded once per process, not per connection.
+TEST_F(E2b, ANewConnectionToAServerSeenBeforeResumesItsTlsSession) {
+  auto a = sandboxio::sync::Sandbox::create(e2b_server().dsn("base", /*tls=*/true));
+  ASSERT_EQ(a.run({"true"}).exit_code, 0);
+  // a is alive and keeps its connections: b's are new ones, to the same servers.
+  auto b = sandboxio::sync::Sandbox::create(e2b_server().dsn("base", /*tls=*/true));
+  ASSERT_EQ(b.run({"echo", "resumed"}).stdout_bytes, "resumed\n");
+  const std::string out = sandboxio::testing::capture(
+      "curl -fsS 'http://127.0.0.1:" + std::to_string(e2b_server().api) +
+      "/_test/connections?sandbox=" + b.id() + "'");
+  const auto field = [&](const std::string& name) {
+    const auto at = out.find("\"" + name + "\":");
+    return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + name.size() + 3);
+  };
+  ASSERT_GE(field("connections"), 1) << out;
+  EXPECT_EQ(field("resumed"), field("connections")) << out;
+  a.kill();
+  b.kill();
+}
+
 TEST_F(E2b, AConnectionTheServerClosedWhileIdleIsNotReused) {
   // Node's server closes an idle connection after 5 s ("Keep-Alive: timeout=5"): we stop
   // using it a second before, so a run after 4.5 s idle opens a new one and succeeds.

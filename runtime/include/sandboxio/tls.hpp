@@ -9,7 +9,8 @@
 //   tls->feed(bytes_from_socket);                   // handshake, then application data
 //   if (tls->established()) machine.handle_connected(...);
 //
-// Trust: Endpoint::ca_file when set, else SSL_CERT_FILE / SSL_CERT_DIR, else the system store.
+// Trust: Endpoint::ca_file when set, else SSL_CERT_FILE / SSL_CERT_DIR, else the system store,
+// loaded once per process for each trust configuration (not per connection).
 // The peer's certificate must match Endpoint::server_name (or address); SNI is sent for names.
 // A client certificate is presented when Endpoint::cert_file and key_file are set.
 #pragma once
@@ -56,6 +57,10 @@ class TlsChannel {
   /// Plaintext received.
   [[nodiscard]] std::string take_plain();
   [[nodiscard]] bool established() const noexcept { return established_; }
+  /// The handshake resumed a session this process had with the same server (name and port)
+  /// under the same trust: no certificate was exchanged. Tickets are kept per process, a few
+  /// per server, each used once.
+  [[nodiscard]] bool resumed() const noexcept;
   /// The peer sent close_notify: no more plaintext will come.
   [[nodiscard]] bool peer_closed() const noexcept { return peer_closed_; }
 

@@ -384,11 +384,18 @@ async function api(req, res) {
   const url = new URL(req.url, 'http://x');
   const p = url.pathname;
   if (p === '/health') return sendJson(res, 200, { message: 'Health check successful' });
+  // Test-only: TLS handshakes so far, full and resumed.
+  if (p === '/_test/tls' && req.method === 'GET') return sendJson(res, 200, handshakes);
   // Test-only: how many TCP connections carried requests for a sandbox (keep-alive tests).
   if (p === '/_test/connections' && req.method === 'GET') {
     const sb = sandboxes.get(url.searchParams.get('sandbox') ?? '');
     if (!sb) return apiError(res, 404, 'no such sandbox');
-    return sendJson(res, 200, { connections: sb.connections.size, addresses: [...sb.connections] });
+    const addresses = [...sb.connections];
+    return sendJson(res, 200, {
+      connections: sb.connections.size,
+      addresses,
+      resumed: addresses.filter((a) => resumedFrom.has(a)).length,
+    });
   }
   if (req.headers['x-api-key'] !== opts.apiKey) {
     return apiError(res, 401, 'Invalid API key, it must start with e2b_ and be 40 chars long');
@@ -980,6 +987,18 @@ function guard(handler) {
   };
 }
 
+// Test-only: TLS handshakes, full and resumed (a client that keeps session tickets resumes).
+const handshakes = { full: 0, resumed: 0 };
+const resumedFrom = new Set(); // client addresses whose handshake resumed
+function countHandshakes(server) {
+  server.on('secureConnection', (socket) => {
+    const reused = socket.isSessionReused();
+    handshakes[reused ? 'resumed' : 'full'] += 1;
+    if (reused) resumedFrom.add(`${socket.remoteAddress}:${socket.remotePort}`);
+  });
+  return server;
+}
+
 function listen(server) {
   // No Nagle, as on E2B's own servers (Go sets TCP_NODELAY on every connection): Node's TLS
   // server leaves it on, and a response written in two pieces then waits for the client's
@@ -996,8 +1015,8 @@ const ports = {
 };
 if (opts.tlsCert) {
   const tls = { cert: fs.readFileSync(opts.tlsCert), key: fs.readFileSync(opts.tlsKey), allowHTTP1: true };
-  ports.apiTls = await listen(http2.createSecureServer(tls, guard(api)));
-  ports.sandboxTls = await listen(http2.createSecureServer(tls, guard(sandboxPort)));
+  ports.apiTls = await listen(countHandshakes(http2.createSecureServer(tls, guard(api))));
+  ports.sandboxTls = await listen(countHandshakes(http2.createSecureServer(tls, guard(sandboxPort))));
 }
 fs.writeFileSync(opts.portsFile + '.tmp', JSON.stringify(ports));
 fs.renameSync(opts.portsFile + '.tmp', opts.portsFile);
