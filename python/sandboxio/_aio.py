@@ -50,7 +50,7 @@ def _now() -> int:
 
 
 # One TLS context per trust configuration, made on first use and kept for the process: the
-# system's CA bundle costs about 19 ms of CPU to load, which a context per connection paid on
+# system's CA bundle costs 19 to 35 ms of CPU to load, which a context per connection paid on
 # every handshake (the C++ transports keep theirs the same way, sandboxio/tls.hpp).
 _TLS_CONTEXTS: Dict[Tuple[str, str, str], ssl.SSLContext] = {}
 

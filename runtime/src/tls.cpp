@@ -18,7 +18,7 @@ namespace sandboxio {
 namespace {
 
 // One TLS context per trust configuration (CA file, client certificate), made once per
-// process: loading the system's CA bundle costs about 19 ms of CPU, which a context per
+// process: loading the system's CA bundle costs 19 to 35 ms of CPU, which a context per
 // connection paid on every handshake. Each context keeps the session tickets its servers
 // gave, up to 32 per server name and port, each used once (RFC 8446 C.4), so that the next
 // connection to that server resumes instead of repeating the certificate exchange.
