@@ -14,11 +14,17 @@
 //
 //   sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] [--dsn DSN]
 //                       [--template T] [--json FILE] [--rtt-ms N] [--concurrent K]
+//                       [--near-dsn-options ?K=V]
 //   sandboxio_bench_e2b --concurrent-child K DSN   (one measured process)
 //
 // --rtt-ms only labels the results: the round-trip time comes from the URLs, when they lead
 // through bench/node/delay_proxy.mjs (bench/run.sh does that for its second e2b:// pass).
+// --near-dsn-options names the same server without the proxy (its own api_url and
+// sandbox_url): each latency round then also times a run on a second sandbox reached directly,
+// so that (far - near) / RTT counts the round trips a run spends, the server's own time (which
+// drifts with the machine's load) cancelled within the same minute.
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "bench_support.hpp"
@@ -37,6 +43,7 @@ struct Options {
   std::string json;
   int rtt_ms = 0;  // the round-trip time a delaying proxy adds (bench/node/delay_proxy.mjs)
   int concurrent = 100;
+  std::string near_dsn_options;  // the same server reached without the delaying proxy
 };
 
 // K sandboxes at once from one thread (Asio), each created, running `echo ready` and killed
@@ -79,10 +86,12 @@ int main(int argc, char** argv) {
       o.json = next();
     } else if (a == "--rtt-ms") {
       o.rtt_ms = std::stoi(next());
+    } else if (a == "--near-dsn-options") {
+      o.near_dsn_options = next();
     } else {
       std::cerr << "usage: sandboxio_bench_e2b [--short] [--rounds N] [--runs N] [--file-mib N] "
                    "[--template T] [--dsn-options ?K=V] [--json FILE] [--rtt-ms N] "
-                   "[--concurrent K]\n";
+                   "[--concurrent K] [--near-dsn-options ?K=V]\n";
       return 2;
     }
   }
@@ -114,11 +123,22 @@ int main(int argc, char** argv) {
   (void)sb.run({"true"});
   (void)node_number(R"({"op":"run_true"})", "ms");
 
+  std::optional<sandboxio::sync::Sandbox> near;
+  if (!o.near_dsn_options.empty()) {
+    near.emplace(sandboxio::sync::Sandbox::create("e2b://" + o.tmpl + o.near_dsn_options));
+    (void)near->run({"true"});
+  }
+
   std::cerr << "latency: " << o.rounds << " rounds\n";
   for (int r = 0; r < o.rounds; ++r) {
     const auto t = Clock::now();
     if (!sb.run({"true"}).ok()) std::cerr << "sandboxio: run failed\n";
     samples["latency_ms"]["sandboxio"].push_back(ms_since(t));
+    if (near) {
+      const auto n = Clock::now();
+      if (!near->run({"true"}).ok()) std::cerr << "sandboxio: near run failed\n";
+      samples["latency_near_ms"]["sandboxio"].push_back(ms_since(n));
+    }
     if (auto ms = node_number(R"({"op":"run_true"})", "ms"))
       samples["latency_ms"]["E2B JS SDK"].push_back(*ms);
   }

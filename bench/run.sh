@@ -81,6 +81,7 @@ E2B_API_KEY=e2b_local_test_key \
   E2B_API_URL=https://127.0.0.1:$(via apiTls) E2B_SANDBOX_URL=https://127.0.0.1:$(via sandboxTls) \
   NODE_EXTRA_CA_CERTS=$ca \
   "$bin/sandboxio_bench_e2b" "${e2e_args[@]}" "${rtt_args[@]}" --dsn-options "?ca=$ca" --rtt-ms "$rtt" \
+  --near-dsn-options "?ca=$ca&api_url=https://127.0.0.1:$(port apiTls)&sandbox_url=https://127.0.0.1:$(port sandboxTls)" \
   --json "$out/e2b_rtt.json"
 kill $proxy 2>/dev/null || true
 rm -f "$out/delay.json"
