@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include "../docker/lease_holder.hpp"
 #include "../support/flight_session.hpp"
@@ -383,6 +384,52 @@ TEST_F(E2b, ANewConnectionToAServerSeenBeforeResumesItsTlsSession) {
   EXPECT_EQ(field("resumed"), field("connections")) << out;
   a.kill();
   b.kill();
+}
+
+// The Asio transport pools too, in the same process-wide pool: a sandbox made after another
+// ended goes out on the connections it left.
+TEST_F(E2b, AnAsyncSandboxMadeAfterAnotherEndedReusesItsConnections) {
+  using sandboxio::async::Sandbox;
+  asio::io_context io;
+  std::string first_id, second_id, out;
+  std::set<std::string> first, then;
+  auto second = [&] {
+    Sandbox::async_create(
+        io.get_executor(), e2b_server().dsn(), {}, [&](std::error_code ec, Sandbox created) {
+          ASSERT_FALSE(ec) << ec.message();
+          auto b = std::make_shared<Sandbox>(std::move(created));
+          second_id = b->id();
+          sandboxio::Command c;
+          c.argv = {"echo", "reused"};
+          b->async_run(std::move(c), [&, b](std::error_code e, sandboxio::ExecResult r) {
+            EXPECT_FALSE(e) << e.message();
+            out = r.stdout_bytes;
+            then = addresses_for(second_id);
+            b->async_kill([b](std::error_code) {});
+          });
+        });
+  };
+  Sandbox::async_create(
+      io.get_executor(), e2b_server().dsn(), {}, [&](std::error_code ec, Sandbox created) {
+        ASSERT_FALSE(ec) << ec.message();
+        auto a = std::make_shared<Sandbox>(std::move(created));
+        first_id = a->id();
+        sandboxio::Command c;
+        c.argv = {"true"};
+        a->async_run(std::move(c), [&, a](std::error_code e, sandboxio::ExecResult) {
+          EXPECT_FALSE(e) << e.message();
+          first = addresses_for(first_id);
+          // Killed: its idle connections go to the process's pool; then the next sandbox.
+          a->async_kill([&, a](std::error_code) { asio::post(io, second); });
+        });
+      });
+  io.run();
+  EXPECT_EQ(out, "reused\n");
+  ASSERT_FALSE(first.empty());
+  std::vector<std::string> shared;
+  std::set_intersection(first.begin(), first.end(), then.begin(), then.end(),
+                        std::back_inserter(shared));
+  EXPECT_FALSE(shared.empty()) << "the second sandbox opened new connections only";
 }
 
 TEST_F(E2b, AConnectionTheServerClosedWhileIdleIsNotReused) {

@@ -20,6 +20,7 @@
 #include "sandboxio/async.hpp"
 #include "sandboxio/backend/identity.hpp"
 #include "sandboxio/config.hpp"
+#include "sandboxio/connection_pool.hpp"
 #include "sandboxio/flight_recorder.hpp"
 #include "sandboxio/peer.hpp"
 #include "sandboxio/record_router.hpp"
@@ -362,7 +363,7 @@ class Session : public std::enable_shared_from_this<Session> {
         [&](auto&& r) {
           using R = std::decay_t<decltype(r)>;
           if constexpr (std::is_same_v<R, request::Open>) {
-            open(r.conn, r.endpoint);
+            if (!(r.may_reuse && reuse(r.conn, r.endpoint))) open(r.conn, r.endpoint);
           } else if constexpr (std::is_same_v<R, request::Send>) {
             auto it = conns_.find(r.conn);
             if (it == conns_.end()) return;
@@ -385,8 +386,13 @@ class Session : public std::enable_shared_from_this<Session> {
           } else if constexpr (std::is_same_v<R, request::Close>) {
             auto it = conns_.find(r.conn);
             if (it == conns_.end()) return;
+            if (r.reusable_for > std::chrono::nanoseconds::zero() &&
+                park(it->second, r.reusable_for)) {
+              conns_.erase(it);  // the pool owns the descriptor now
+              return;
+            }
             std::error_code ignored;
-            it->second.socket->close(ignored);
+            if (it->second.socket) it->second.socket->close(ignored);
             conns_.erase(it);
           } else if constexpr (std::is_same_v<R, request::ProbeOwners>) {
             machine_->handle_owners_gone(backend::owners_gone(r.owners), now());
@@ -421,6 +427,62 @@ class Session : public std::enable_shared_from_this<Session> {
     if (fd >= 0) c.passing.emplace_back(c.popped + c.out.size(), fd);
     c.out.push_back(std::move(data));
     write(via);
+  }
+
+  // A connection idle between HTTP exchanges, nothing pending either way, goes to the
+  // process's pool (shared with the blocking transport): its socket leaves this session's
+  // strand, its pending read cancelled. Anything else is closed by the caller.
+  static bool park(Conn& c, std::chrono::nanoseconds reusable_for) {
+    const bool clean =
+        c.socket && c.socket->is_open() && c.out.empty() && !c.writing && !c.half_close &&
+        c.held.empty() && c.passing.empty() && c.endpoint.kind != Endpoint::Kind::Process &&
+        (!c.tls || (c.tls_ready && !c.tls->peer_closed() && !c.tls->has_queued_plain()));
+    if (!clean) return false;
+    std::error_code ec;
+    const int fd = c.socket->release(ec);
+    if (ec || fd < 0) return false;
+    ConnectionPool::process().park(ConnectionPool::Parked{
+        fd, std::move(c.tls), c.endpoint,
+        std::chrono::steady_clock::now() +
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(reusable_for)});
+    c.socket.reset();
+    return true;
+  }
+
+  // An Open that may reuse: a live pooled connection to the endpoint becomes this one, on this
+  // session's strand. The machine hears of it after this call, never inside it.
+  bool reuse(ConnId id, const Endpoint& ep) {
+    if (ep.kind == Endpoint::Kind::Process) return false;
+    auto kept = ConnectionPool::process().take(ep);
+    if (!kept) return false;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getsockname(kept->fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(kept->fd);
+      return false;
+    }
+    const int family = addr.ss_family;
+    Conn& c = conns_[id];
+    std::error_code ec;
+    c.socket = std::make_unique<asio::generic::stream_protocol::socket>(strand_);
+    c.socket->assign(asio::generic::stream_protocol(family, family == AF_UNIX ? 0 : IPPROTO_TCP),
+                     kept->fd, ec);
+    if (ec) {
+      ::close(kept->fd);
+      conns_.erase(id);
+      return false;
+    }
+    c.endpoint = ep;
+    c.tls = std::move(kept->tls);
+    c.tls_ready = static_cast<bool>(c.tls);
+    asio::post(strand_, [weak = weak_from_this(), id] {
+      auto self = weak.lock();
+      if (!self || !self->conns_.contains(id)) return;
+      self->machine_->handle_reused(id, self->now());
+      self->pump();
+      if (self->conns_.contains(id)) self->read(id);
+    });
+    return true;
   }
 
   void open(ConnId id, const Endpoint& ep) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sandboxio/backend/identity.hpp"
+#include "sandboxio/connection_pool.hpp"
 #include "sandboxio/link.hpp"
 #include "sandboxio/peer.hpp"
 #include "sandboxio/spawn.hpp"
@@ -29,78 +30,6 @@ namespace {
 Problem errno_problem(errc code, const std::string& what) {
   return Problem{code, what + ": " + std::strerror(errno), {}};
 }
-
-// Connections machines left idle for reuse (request::Close::reusable_for), shared by every
-// PosixLink of the process: an Open that may reuse (request::Open::may_reuse) takes the newest
-// live one to the same endpoint, as undici's process-wide pools do for the official SDKs. Each
-// is kept no longer than its machine said its peer keeps it open; at most 8 per endpoint and
-// 64 in all, the oldest going first.
-class ReusePool {
- public:
-  struct Parked {
-    int fd = -1;
-    std::unique_ptr<TlsChannel> tls{};
-    Endpoint endpoint{};
-    std::chrono::steady_clock::time_point until{};
-  };
-
-  static ReusePool& process() {
-    static auto* pool = new ReusePool;  // never destroyed: sessions may end during exit
-    return *pool;
-  }
-
-  void park(Parked p) {
-    std::lock_guard lock(mu_);
-    expire(std::chrono::steady_clock::now());
-    std::size_t same = 0;
-    for (const Parked& q : parked_)
-      same += q.endpoint == p.endpoint ? 1 : 0;
-    if (same >= kPerEndpoint) {
-      auto oldest = std::find_if(parked_.begin(), parked_.end(),
-                                 [&](const Parked& q) { return q.endpoint == p.endpoint; });
-      ::close(oldest->fd);
-      parked_.erase(oldest);
-    }
-    if (parked_.size() >= kTotal) {
-      ::close(parked_.front().fd);
-      parked_.pop_front();
-    }
-    parked_.push_back(std::move(p));
-  }
-
-  /// The newest live connection to `endpoint`; one its peer closed (or sent anything to) while
-  /// it waited is closed instead.
-  std::optional<Parked> take(const Endpoint& endpoint) {
-    std::lock_guard lock(mu_);
-    expire(std::chrono::steady_clock::now());
-    for (auto it = parked_.end(); it != parked_.begin();) {
-      --it;
-      if (!(it->endpoint == endpoint)) continue;
-      Parked p = std::move(*it);
-      it = parked_.erase(it);
-      pollfd probe{p.fd, POLLIN, 0};
-      if (::poll(&probe, 1, 0) != 0) {
-        ::close(p.fd);
-        continue;
-      }
-      return p;
-    }
-    return std::nullopt;
-  }
-
- private:
-  static constexpr std::size_t kPerEndpoint = 8;
-  static constexpr std::size_t kTotal = 64;
-  void expire(std::chrono::steady_clock::time_point now) {
-    std::erase_if(parked_, [&](const Parked& p) {
-      if (now < p.until) return false;
-      ::close(p.fd);
-      return true;
-    });
-  }
-  std::mutex mu_;
-  std::deque<Parked> parked_;  // oldest first
-};
 
 class PosixLink final : public Link {
  public:
@@ -211,7 +140,7 @@ void PosixLink::perform(Machine& machine, Request request) {
 
 void PosixLink::open(Machine& machine, ConnId id, const Endpoint& endpoint, bool may_reuse) {
   if (may_reuse && endpoint.kind != Endpoint::Kind::Process) {
-    if (auto kept = ReusePool::process().take(endpoint)) {
+    if (auto kept = ConnectionPool::process().take(endpoint)) {
       Conn c;
       c.fd = kept->fd;
       c.connecting = false;
@@ -353,7 +282,7 @@ void PosixLink::park(ConnId id, std::chrono::nanoseconds reusable_for) {
                      c.drained() && c.endpoint.kind != Endpoint::Kind::Process &&
                      (!c.tls || (c.tls_ready && !c.tls->peer_closed()));
   if (!clean) return close_conn(id);
-  ReusePool::process().park(ReusePool::Parked{
+  ConnectionPool::process().park(ConnectionPool::Parked{
       c.fd, std::move(c.tls), c.endpoint,
       std::chrono::steady_clock::now() +
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(reusable_for)});
