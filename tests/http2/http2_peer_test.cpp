@@ -20,9 +20,11 @@
 #include <gtest/gtest.h>
 
 #include "../support/http2_wire.hpp"
+#include "sandboxio/codec/grpc.hpp"
+#include "sandboxio/codec/protobuf.hpp"
 
-#ifndef SBX_HTTP2_PEER
-#error "SBX_HTTP2_PEER names tests/http2/peer.mjs"
+#if !defined(SBX_HTTP2_PEER) || !defined(SBX_GRPC_PEER)
+#error "SBX_HTTP2_PEER and SBX_GRPC_PEER name tests/http2/peer.mjs and tests/grpc/peer.mjs"
 #endif
 
 namespace sandboxio {
@@ -30,17 +32,22 @@ namespace {
 
 using test::h2::Log;
 
-// The Node peer, started once for the whole binary; it exits when our end of its stdin closes.
+// A Node peer (a script printing {"port": N} first), started once for the whole binary; it
+// exits when our end of its stdin closes.
 class Peer {
  public:
-  static Peer& get() {
-    static Peer peer;
+  static Peer& http2() {
+    static Peer peer(SBX_HTTP2_PEER);
+    return peer;
+  }
+  static Peer& grpc() {
+    static Peer peer(SBX_GRPC_PEER);
     return peer;
   }
   int port() const { return port_; }
 
  private:
-  Peer() {
+  explicit Peer(const char* script) {
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) return;
     pid_ = fork();
@@ -49,7 +56,7 @@ class Peer {
       dup2(out[1], 1);
       close(in[1]);
       close(out[0]);
-      execlp("node", "node", SBX_HTTP2_PEER, static_cast<char*>(nullptr));
+      execlp("node", "node", script, static_cast<char*>(nullptr));
       _exit(127);
     }
     close(in[0]);
@@ -74,11 +81,11 @@ class Peer {
 
 // One connection to the peer, driven by a blocking loop; every byte the server sent is kept.
 struct Wire {
-  explicit Wire(http2::Limits limits = {}) : h2(limits) {
+  explicit Wire(http2::Limits limits = {}, int port = Peer::http2().port()) : h2(limits) {
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(Peer::get().port()));
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ADD_FAILURE() << "connect";
     int one = 1;
@@ -118,6 +125,7 @@ struct Wire {
                   return v.stream;
               },
               *e));
+        if (hook) hook(*e);
         log.add(*e);
       }
     }
@@ -128,6 +136,7 @@ struct Wire {
   std::string received;
   Log log;
   std::set<http2::StreamId> slow, ended;
+  std::function<void(const http2::Event&)> hook;  // sees every event first
 };
 
 http2::Request request(std::string method, std::string path) {
@@ -173,7 +182,7 @@ class Http2Peer : public ::testing::Test {
   void SetUp() override {
     if (std::system("command -v node >/dev/null 2>&1") != 0)
       GTEST_SKIP() << "*** SKIPPED: node is not installed (scripts/deps.sh installs it) ***";
-    ASSERT_GT(Peer::get().port(), 0) << "the Node HTTP/2 peer did not start";
+    ASSERT_GT(Peer::http2().port(), 0) << "the Node HTTP/2 peer did not start";
   }
 };
 
@@ -281,6 +290,185 @@ TEST_F(Http2Peer, AnOversizedHeaderBlockResetsOnlyItsStream) {
                       "reset " + std::to_string(big) + " 2 MessageTooLarge"),
             w.log.lines.end());
   EXPECT_EQ(w.log.bodies[ok], "headers sent");
+}
+
+// ---- gRPC on the codec, against Node's reference gRPC server (@grpc/grpc-js) ----
+
+struct EchoRequest {
+  std::string text{};
+  int repeat = 0;
+  int fail_code = 0;
+  std::string fail_message{};
+  std::string blob{};
+  std::string bytes() const {
+    protobuf::Writer w;
+    w.string(1, text);
+    w.varint(2, static_cast<std::uint64_t>(repeat));
+    w.varint(3, static_cast<std::uint64_t>(fail_code));
+    w.string(4, fail_message);
+    w.string(5, blob);
+    return std::move(w).bytes();
+  }
+};
+
+struct EchoReply {
+  std::string text, blob, authorization, timeout;
+  int index = 0;
+  static EchoReply parse(std::string_view wire) {
+    EchoReply r;
+    protobuf::Reader reader(wire);
+    protobuf::Field f;
+    while (reader.next(f)) {
+      if (f.number == 1) r.text = f.bytes;
+      if (f.number == 2) r.index = static_cast<int>(f.value);
+      if (f.number == 3) r.blob = f.bytes;
+      if (f.number == 4) r.authorization = f.bytes;
+      if (f.number == 5) r.timeout = f.bytes;
+    }
+    EXPECT_FALSE(reader.failed());
+    return r;
+  }
+};
+
+// One call: its stream, its reader, the replies it gave.
+struct Call {
+  http2::StreamId stream = 0;
+  grpc::CallReader reader;
+  std::vector<EchoReply> replies;
+  explicit Call(std::size_t max = 4 << 20) : reader(max) {}
+};
+
+class GrpcPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v node >/dev/null 2>&1") != 0)
+      GTEST_SKIP() << "*** SKIPPED: node is not installed (scripts/deps.sh installs it) ***";
+    if (std::system("test -d " SBX_GRPC_NODE_MODULES "/@grpc/grpc-js") != 0)
+      GTEST_SKIP() << "*** SKIPPED: @grpc/grpc-js is not installed (npm ci in tests/grpc) ***";
+    ASSERT_GT(Peer::grpc().port(), 0) << "the gRPC peer did not start";
+  }
+
+  // Starts a call on `w` whose events go to `call`; `messages` are sent, and the request ends.
+  static void start(Wire& w, Call& call, const std::string& method,
+                    const std::vector<std::string>& messages,
+                    std::vector<http::Header> metadata = {},
+                    std::optional<std::chrono::milliseconds> timeout = {}) {
+    auto id = w.h2.submit_request(grpc::request("127.0.0.1", "/sandboxio.test.Echo/" + method,
+                                                std::move(metadata), timeout, "http"),
+                                  false);
+    ASSERT_TRUE(id) << id.problem().describe();
+    call.stream = id.value();
+    for (std::size_t i = 0; i < messages.size(); ++i)
+      w.h2.submit_data(call.stream, grpc::frame(messages[i]), i + 1 == messages.size());
+    if (messages.empty()) w.h2.submit_data(call.stream, "", true);
+  }
+
+  static void route(Wire& w, std::vector<Call*> calls) {
+    w.hook = [calls](const http2::Event& e) {
+      for (Call* c : calls) {
+        const bool mine = std::visit(
+            [&](const auto& v) {
+              if constexpr (std::is_same_v<std::decay_t<decltype(v)>, http2::GoAway>)
+                return false;
+              else
+                return v.stream == c->stream;
+            },
+            e);
+        if (!mine) continue;
+        c->reader.on(e);
+        while (auto m = c->reader.next_message())
+          c->replies.push_back(EchoReply::parse(*m));
+      }
+    };
+    w.pump([&] {
+      return std::all_of(calls.begin(), calls.end(), [](Call* c) { return c->reader.done(); });
+    });
+  }
+};
+
+// Unary, server-streaming and client-streaming calls, side by side on one connection, with
+// metadata and a deadline the server sees.
+TEST_F(GrpcPeer, UnaryServerStreamingAndClientStreamingCallsShareOneConnection) {
+  Wire w({}, Peer::grpc().port());
+  Call unary, stream, collect;
+  start(w, unary, "Unary", {EchoRequest{"hello", 0, 0, "", std::string(300000, 'b')}.bytes()},
+        {{"Authorization", "Bearer t0ken"}}, std::chrono::seconds(5));
+  start(w, stream, "Stream", {EchoRequest{"tick", 50}.bytes()});
+  std::vector<std::string> parts;
+  for (int i = 0; i < 10; ++i)
+    parts.push_back(EchoRequest{"a" + std::to_string(i)}.bytes());
+  start(w, collect, "Collect", parts, {{"authorization", "Bearer c"}});
+  route(w, {&unary, &stream, &collect});
+  ASSERT_FALSE(w.h2.error());
+
+  ASSERT_TRUE(unary.reader.status().ok()) << unary.reader.status().message;
+  ASSERT_EQ(unary.replies.size(), 1U);
+  EXPECT_EQ(unary.replies[0].text, "hello");
+  EXPECT_EQ(unary.replies[0].blob, std::string(300000, 'b'));
+  EXPECT_EQ(unary.replies[0].authorization, "Bearer t0ken");
+  EXPECT_EQ(unary.replies[0].timeout, "5s");  // grpc-timeout: 5000m, as the server's deadline
+
+  ASSERT_TRUE(stream.reader.status().ok());
+  ASSERT_EQ(stream.replies.size(), 50U);
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(stream.replies[i].text, "tick " + std::to_string(i));
+
+  ASSERT_TRUE(collect.reader.status().ok());
+  ASSERT_EQ(collect.replies.size(), 1U);
+  EXPECT_EQ(collect.replies[0].text, "a0,a1,a2,a3,a4,a5,a6,a7,a8,a9");
+  EXPECT_EQ(collect.replies[0].index, 10);
+}
+
+// A status from the server: before any message (grpc-js answers Trailers-Only), after some
+// messages (trailers), its message percent-decoded and its trailers kept; and a method the
+// server does not have.
+TEST_F(GrpcPeer, StatusesArriveWithTheirMessageAndTrailers) {
+  Wire w({}, Peer::grpc().port());
+  Call early, late, missing;
+  start(w, early, "Unary",
+        {EchoRequest{"x", 0, 5, "no such sandbox: sb-1 (50% gone, \xc3\xa9t\xc3\xa9)"}.bytes()});
+  start(w, late, "Stream", {EchoRequest{"tick", 3, 14, "the router went away"}.bytes()});
+  start(w, missing, "Nope", {EchoRequest{"x"}.bytes()});
+  route(w, {&early, &late, &missing});
+  EXPECT_EQ(early.reader.status().code, grpc::Code::NotFound);
+  EXPECT_EQ(early.reader.status().message, "no such sandbox: sb-1 (50% gone, \xc3\xa9t\xc3\xa9)");
+  EXPECT_FALSE(early.reader.status().synthesized);
+  EXPECT_TRUE(early.replies.empty());
+  bool warned = false;
+  for (const auto& h : early.reader.status().trailers)
+    warned |= h.name == "x-peer-warning" && h.value == "as asked";
+  EXPECT_TRUE(warned);
+
+  EXPECT_EQ(late.replies.size(), 3U);
+  EXPECT_EQ(late.reader.status().code, grpc::Code::Unavailable);
+  EXPECT_EQ(late.reader.status().message, "the router went away");
+
+  EXPECT_EQ(missing.reader.status().code, grpc::Code::Unimplemented);
+  EXPECT_EQ(grpc::code_name(missing.reader.status().code), "UNIMPLEMENTED");
+  expect_replays_at_every_split(w.received, w.log, [](http2::Client& c) {
+    for (const char* m : {"Unary", "Stream", "Nope"})
+      (void)c.submit_request(
+          grpc::request("127.0.0.1", std::string("/sandboxio.test.Echo/") + m, {}, {}, "http"),
+          false);
+  });
+}
+
+// A message over the reader's bound ends the call with RESOURCE_EXHAUSTED before it is held.
+TEST_F(GrpcPeer, AMessageOverTheBoundEndsTheCallWithoutBeingHeld) {
+  Wire w({}, Peer::grpc().port());
+  Call big(1 << 20);
+  start(w, big, "Unary", {EchoRequest{"big", 0, 0, "", std::string(3 << 20, 'z')}.bytes()});
+  std::size_t most = 0;
+  w.hook = [&](const http2::Event& e) {
+    big.reader.on(e);
+    most = std::max(most, big.reader.buffered());
+  };
+  w.pump([&] { return big.reader.done(); });
+  EXPECT_EQ(big.reader.status().code, grpc::Code::ResourceExhausted);
+  ASSERT_TRUE(big.reader.problem());
+  EXPECT_EQ(big.reader.problem()->code, errc::MessageTooLarge);
+  EXPECT_LT(most, std::size_t{2} << 20) << "the reader held more than its bound and one window";
+  w.h2.cancel(big.stream);
 }
 
 }  // namespace
