@@ -568,6 +568,28 @@ TEST_F(E2b, ARecordedSessionReplaysOfflineIdentically) {
   EXPECT_GT(s.requests, 10u);
 }
 
+// A session that starts on connections an earlier sandbox of the process left in the pool is
+// recorded as reused, and the command line replays it (through the admission guard and the
+// recorder, a pooled connection used to reach the machine as a new one, and the trace held a
+// connection answered twice).
+TEST_F(E2b, ASessionOnPooledConnectionsReplaysThroughTheCommandLine) {
+  namespace t = sandboxio::testing;
+  {
+    auto earlier = sandboxio::sync::Sandbox::create(e2b_server().dsn());
+    ASSERT_EQ(earlier.run({"true"}).exit_code, 0);
+  }  // killed: its idle connections go to the process's pool
+  t::TempDir dir;
+  (void)t::recorded_session(e2b_server().dsn(), dir.path / "traces", dir.path / "audit.jsonl",
+                            false);
+  const std::string trace = t::the_trace(dir.path / "traces").string();
+  int status = 0;
+  const std::string timeline =
+      t::capture(std::string(SBX_CLI) + " replay --inputs " + trace + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << timeline;
+  EXPECT_NE(timeline.find("reused"), std::string::npos) << timeline;
+  EXPECT_NE(timeline.find("identical to the recording"), std::string::npos) << timeline;
+}
+
 TEST_F(E2b, TheCommandLineReplaysATracePrintingItsRecordsAndAPage) {
   namespace t = sandboxio::testing;
   t::TempDir dir;

@@ -56,6 +56,10 @@ class Recorder final : public ForwardingMachine {
     log_.entries.push_back({'c', c, ns(now), {}});
     ForwardingMachine::handle_connected(c, now);
   }
+  // The session logs have no entry of their own for a pooled connection: one is logged, and
+  // replayed, as connected (what Machine's default made of it before ForwardingMachine
+  // forwarded it as it is).
+  void handle_reused(ConnId c, Instant now) override { handle_connected(c, now); }
   void handle_connect_failed(ConnId c, Problem p, Instant now) override {
     log_.entries.push_back(
         {'f', c, ns(now), std::to_string(static_cast<int>(p.code)) + "\n" + p.detail});

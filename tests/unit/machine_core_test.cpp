@@ -9,6 +9,7 @@
 #include "sandboxio/backend/core.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/docker.hpp"
+#include "sandboxio/flight.hpp"
 #include "sandboxio/sim.hpp"
 #include "sandboxio/sinks.hpp"
 #include "sandboxio/sync.hpp"
@@ -179,6 +180,29 @@ errc create_code(const CreateOptions& o) {
     return e.sbx_code();
   }
   return errc{};
+}
+
+// A pooled connection reaches the machine inside every wrapper (the admission guard, the
+// flight recorder) as handle_reused, not as a new connection: the HTTP machines repeat a
+// safe request only on a reused connection that turns out stale.
+TEST(ForwardingMachine, AReusedConnectionIsForwardedAsReused) {
+  struct Inputs : CarelessMachine {
+    std::vector<std::string> seen;
+    void handle_connected(ConnId c, Instant) override {
+      seen.push_back("connected " + std::to_string(c));
+    }
+    void handle_reused(ConnId c, Instant) override {
+      seen.push_back("reused " + std::to_string(c));
+    }
+  };
+  auto inner = std::make_unique<Inputs>();
+  Inputs& m = *inner;
+  auto sink = std::make_shared<flight::StringTraceSink>();
+  flight::Recorder recorded(std::make_unique<ForwardingMachine>(std::move(inner)), flight::Header{},
+                            sink);
+  recorded.handle_reused(1, Instant{});
+  recorded.handle_connected(2, Instant{});
+  EXPECT_EQ(m.seen, (std::vector<std::string>{"reused 1", "connected 2"}));
 }
 
 TEST(Admission, RequireIsolationHoldsForABackendThatIgnoresIt) {

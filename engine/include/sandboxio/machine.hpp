@@ -378,6 +378,10 @@ class ForwardingMachine : public Machine {
   CapabilitySet capabilities() const noexcept override { return inner_->capabilities(); }
   IsolationTier tier() const noexcept override { return inner_->tier(); }
   void handle_connected(ConnId c, Instant now) override { inner_->handle_connected(c, now); }
+  /// Forwarded as what it is: Machine's default would turn it into handle_connected, and the
+  /// machine inside would take a pooled connection for a new one (and repeat nothing when it
+  /// turns out stale).
+  void handle_reused(ConnId c, Instant now) override { inner_->handle_reused(c, now); }
   void handle_connect_failed(ConnId c, Problem p, Instant now) override {
     inner_->handle_connect_failed(c, std::move(p), now);
   }
