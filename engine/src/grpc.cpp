@@ -4,15 +4,10 @@
 #include <algorithm>
 #include <charconv>
 
+#include "text.hpp"
+
 namespace sandboxio::grpc {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 const std::string* find(const std::vector<http::Header>& headers, std::string_view name) {
   for (const auto& h : headers)
@@ -125,7 +120,7 @@ http2::Request request(std::string authority, std::string path, std::vector<http
   r.headers.push_back({"te", "trailers"});
   if (timeout) r.headers.push_back({"grpc-timeout", timeout_value(*timeout)});
   for (auto& h : metadata)
-    r.headers.push_back({lower(h.name), std::move(h.value)});
+    r.headers.push_back({detail::ascii_lowered(h.name), std::move(h.value)});
   return r;
 }
 

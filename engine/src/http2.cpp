@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "text.hpp"
+
 namespace sandboxio::http2 {
 
 struct Client::Session {
@@ -19,13 +21,6 @@ namespace {
 
 constexpr std::size_t kFieldOverhead = 32;       // RFC 9113 6.5.2: each field costs 32 more
 constexpr std::size_t kEagerOutput = 64 * 1024;  // framed inside handle_bytes(), at most
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 bool forbidden_field(std::string_view lowered) {
   return lowered == "connection" || lowered == "keep-alive" || lowered == "proxy-connection" ||
@@ -366,7 +361,7 @@ Result<StreamId> Client::submit_request(const Request& request, bool end_stream)
   add(":authority", request.authority);
   add(":path", request.path);
   for (const auto& h : request.headers) {
-    std::string name = lower(h.name);
+    std::string name = detail::ascii_lowered(h.name);
     if (name.empty() || name.front() == ':' || forbidden_field(name) ||
         has_line_break_or_nul(name) || has_line_break_or_nul(h.value))
       return Problem{errc::ConfigurationError,

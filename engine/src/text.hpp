@@ -4,12 +4,21 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace sandboxio::detail {
 
 inline char ascii_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+/// A copy in ASCII lower case (HTTP/2 and gRPC field names).
+inline std::string ascii_lowered(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    c = ascii_lower(c);
+  return out;
 }
 
 /// ASCII case-insensitive equality (header names, host names).
