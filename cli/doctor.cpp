@@ -8,6 +8,7 @@
 #include "sandboxio/codec/json_writer.hpp"
 #include "sandboxio/config.hpp"
 #include "sandboxio/local.hpp"
+#include "sandboxio/modal.hpp"
 #include "sandboxio/sync.hpp"
 #include "sandboxio/telemetry.hpp"
 
@@ -125,6 +126,43 @@ Verdict check_e2b() {
   return v;
 }
 
+// Modal: the credentials by where they came from (never their values), then one free call:
+// looking up a sandbox id that does not exist. AuthTokenGet before it proves the control plane
+// accepts the credentials; "not found" proves it answers. Nothing is created.
+Verdict check_modal() {
+  Verdict v{"modal", true, {}};
+  auto dsn = parse_dsn("modal://");
+  auto config = modal::config_for(dsn.value());
+  if (!config) {
+    v.checks.push_back({"configuration", false, config.problem().detail, config.problem().hint});
+    return v;
+  }
+  const modal::Config& c = config.value();
+  const bool found = !c.token_id.empty() && !c.token_secret.empty();
+  v.checks.push_back({"credentials", found,
+                      found ? "from " + c.credentials_source + " (values not shown)"
+                            : "none: no MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, no profile in "
+                              "~/.modal.toml",
+                      found ? ""
+                            : "Run `modal token new`, or set MODAL_TOKEN_ID and "
+                              "MODAL_TOKEN_SECRET (the values are never printed)."});
+  if (!found) {
+    v.installed = false;  // not configured: not a failure of this machine
+    return v;
+  }
+  const std::string where = (c.server.endpoint.tls ? "https://" : "http://") + c.server.authority;
+  try {
+    (void)sync::Sandbox::connect("modal://", "sb-sandboxio-doctor-probe", {});
+    v.checks.push_back({"control plane", true, where + " answers", {}});
+  } catch (const Error& e) {
+    const bool answered = e.sbx_code() == errc::SandboxNotFound;
+    v.checks.push_back({"control plane", answered,
+                        answered ? where + " accepts the credentials and answers" : e.what(),
+                        answered ? "" : e.hint()});
+  }
+  return v;
+}
+
 Verdict check_local() {
   Verdict v{"local", true, {}};
   auto dsn = parse_dsn("local://");
@@ -218,8 +256,8 @@ Verdict check_telemetry() {
 }
 
 int doctor(bool json, const std::string& image) {
-  std::vector<Verdict> verdicts{check_docker(image), check_e2b(), check_local(), check_fake(),
-                                check_telemetry()};
+  std::vector<Verdict> verdicts{check_docker(image), check_e2b(),  check_modal(),
+                                check_local(),       check_fake(), check_telemetry()};
   bool failed = false;
   for (const auto& v : verdicts)
     failed = failed || (v.installed && !v.ok());

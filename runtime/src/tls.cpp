@@ -51,7 +51,8 @@ struct TlsChannel::State {
   BIO* rbio = nullptr;  // ciphertext in (owned by ssl)
   BIO* wbio = nullptr;  // ciphertext out (owned by ssl)
   std::string name;
-  std::string ticket_key;  // "name port"
+  std::string ticket_key;         // "name port"
+  std::vector<std::string> alpn;  // offered; the server must agree to one
   std::optional<Problem> error;
   ~State() {
     if (ssl) SSL_free(ssl);
@@ -194,6 +195,20 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::client(const Endpoint& endpoint)
     if (SSL_set1_host(st->ssl, st->name.c_str()) != 1)
       return tls_problem("cannot verify the host name " + st->name);
   }
+  if (!endpoint.alpn.empty()) {
+    std::string wire;  // RFC 7301: each name with its length byte before it
+    for (const std::string& protocol : endpoint.alpn) {
+      if (protocol.empty() || protocol.size() > 255)
+        return tls_problem("an ALPN protocol name must be 1 to 255 bytes");
+      wire += static_cast<char>(protocol.size());
+      wire += protocol;
+    }
+    // SSL_set_alpn_protos returns 0 on success, unlike most of OpenSSL.
+    if (SSL_set_alpn_protos(st->ssl, reinterpret_cast<const unsigned char*>(wire.data()),
+                            static_cast<unsigned>(wire.size())) != 0)
+      return tls_problem("cannot offer ALPN protocols: " + openssl_errors());
+    st->alpn = endpoint.alpn;
+  }
   st->ticket_key = st->name + ' ' + std::to_string(endpoint.port);
   if (SSL_SESSION* ticket = take_ticket(*st->context, st->ticket_key)) {
     SSL_set_session(st->ssl, ticket);  // a full handshake if the server declines it
@@ -212,6 +227,21 @@ Result<void> TlsChannel::drive() {
     const int r = SSL_do_handshake(st.ssl);
     if (r == 1) {
       established_ = true;
+      if (!st.alpn.empty()) {
+        const unsigned char* chosen = nullptr;
+        unsigned len = 0;
+        SSL_get0_alpn_selected(st.ssl, &chosen, &len);
+        const std::string agreed(reinterpret_cast<const char*>(chosen), chosen ? len : 0);
+        if (std::find(st.alpn.begin(), st.alpn.end(), agreed) == st.alpn.end()) {
+          st.error = tls_problem(
+              st.name + " did not agree to " + st.alpn.front() + " by ALPN" +
+                  (agreed.empty() ? std::string(" (it named none)") : " (it named " + agreed + ")"),
+              "The server must speak " + st.alpn.front() +
+                  " over TLS; check that the URL names the service itself, not a proxy.");
+          return *st.error;
+        }
+        alpn_ = agreed;
+      }
     } else {
       const int e = SSL_get_error(st.ssl, r);
       if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {

@@ -147,12 +147,13 @@ TEST(Config, EnvironmentDurations) {
 }
 
 TEST(Registry, UnknownSchemeListsKnownOnes) {
-  auto dsn = sandboxio::parse_dsn("modal://x").value();
+  auto dsn = sandboxio::parse_dsn("daytona://x").value();
   auto r = sandboxio::registry().resolve(dsn);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.problem().code, sandboxio::errc::BackendNotFound);
   EXPECT_NE(r.problem().detail.find("docker://"), std::string::npos);
   EXPECT_NE(r.problem().detail.find("e2b://"), std::string::npos);
+  EXPECT_NE(r.problem().detail.find("modal://"), std::string::npos);
 }
 
 TEST(Registry, ThirdPartySchemeCanBeAdded) {

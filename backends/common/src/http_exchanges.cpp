@@ -39,6 +39,8 @@ std::string endpoint_key(const Endpoint& e) {
     key += *part;
   }
   key += '\0' + std::to_string(e.port) + (e.tls ? "s" : "") + '\0' + std::to_string(e.peer_pid);
+  for (const std::string& protocol : e.alpn)
+    key += '\0' + protocol;
   return key;
 }
 

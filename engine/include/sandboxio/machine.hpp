@@ -71,6 +71,9 @@ struct Endpoint {
   std::string ca_file{};      // PEM trust anchors when tls; empty: the system store
   std::string cert_file{};    // PEM client certificate when tls (Docker's tcp:// with TLS)
   std::string key_file{};     // PEM private key of cert_file
+  /// TLS only: the application protocols offered by ALPN, in order ("h2"). When given, the
+  /// server must agree to one of them, or the handshake fails with SBX_E1805.
+  std::vector<std::string> alpn{};
   /// Unix only: the process that must be listening at the other end (its pid as the
   /// transport sees it, checked with SO_PEERCRED); 0 checks nothing. A connection to anyone
   /// else fails with ConnectionFailed before the machine sees a byte.

@@ -61,6 +61,9 @@ class TlsChannel {
   /// under the same trust: no certificate was exchanged. Tickets are kept per process, a few
   /// per server, each used once.
   [[nodiscard]] bool resumed() const noexcept;
+  /// The protocol the server agreed to by ALPN (Endpoint::alpn), once the handshake is done;
+  /// empty when none was offered.
+  [[nodiscard]] const std::string& alpn() const noexcept { return alpn_; }
   /// The peer sent close_notify: no more plaintext will come.
   [[nodiscard]] bool peer_closed() const noexcept { return peer_closed_; }
 
@@ -74,6 +77,7 @@ class TlsChannel {
   std::deque<std::string> pending_;  // plaintext not encrypted yet, the first from pending_done_
   std::size_t pending_done_ = 0;
   std::string plain_;
+  std::string alpn_;
   bool established_ = false;
   bool peer_closed_ = false;
   bool close_requested_ = false;

@@ -167,6 +167,7 @@ class Stdin {
 // ---- state ------------------------------------------------------------------------------------
 
 const apps = new Map(); // environment/name -> app id
+const appNames = new Map(); // app id -> name
 const images = new Map(); // image id -> docker image
 const volumes = new Map(); // volume id -> host directory
 const volumeIds = new Map(); // environment/name -> volume id
@@ -332,12 +333,24 @@ function startExec(sb, req) {
   const argv = ['exec', '-i'];
   if (req.workdir) argv.push('-w', req.workdir);
   for (const [k, v] of Object.entries({ ...req.env, ...envOf(req.secret_sources) })) argv.push('-e', `${k}=${v}`);
-  argv.push(sb.name);
-  if (req.timeout_secs) argv.push('timeout', '-s', 'KILL', String(req.timeout_secs));
-  argv.push(...req.command_args);
+  // Every process of the exec carries its id, so that a timeout kills its whole tree (as Modal
+  // does) without a wrapper process on its command line.
+  // Through `exec` in a shell, which leaves nothing of itself behind: a missing program is 127
+  // with the shell's message on stderr, as a process runtime reports it, where gVisor's own
+  // exec would print its error on stdout and exit 126.
+  argv.push('-e', `MODAL_LOCAL_EXEC=${exec.execId}`, sb.name, 'sh', '-c', 'exec "$@"', 'sh', ...req.command_args);
   const sink = (out, piped) => (piped ? (d) => out.push(d) : null);
   run(exec, argv, [sink(exec.out[0], req.stdout_config === 1), sink(exec.out[1], req.stderr_config === 1)]);
+  if (req.timeout_secs) {
+    const timer = setTimeout(() => {
+      docker(['exec', sb.name, 'sh', '-c', KILL_EXEC, 'sh', exec.execId]).catch(() => {});
+    }, req.timeout_secs * 1000);
+    exec.exitWaiters.add(() => clearTimeout(timer));
+  }
 }
+
+const KILL_EXEC = 'for p in /proc/[0-9]*; do grep -qz "^MODAL_LOCAL_EXEC=$1\\$" "$p/environ" 2>/dev/null && ' +
+  'kill -KILL "${p#/proc/}" 2>/dev/null; done; exit 0';
 
 // Runs `docker argv` as the exec's process. `sinks` take its stdout and stderr (null drops them);
 // `onExit` may turn the exit code into another.
@@ -460,6 +473,7 @@ function controlPlane(port) {
       if (!apps.has(key)) {
         if (req.object_creation_type !== 1) fail(grpc.status.NOT_FOUND, `App ${req.app_name} not found`);
         apps.set(key, id('ap-', 22));
+        appNames.set(apps.get(key), req.app_name);
       }
       return { app_id: apps.get(key) };
     },
@@ -488,6 +502,8 @@ function controlPlane(port) {
       return { image_id: req.image_id };
     },
     async SandboxCreateV2(req) {
+      // The tests' slow create (cancellation while it is in flight): the app sbx-slow-create.
+      if (appNames.get(req.app_id) === 'sbx-slow-create') await new Promise((r) => setTimeout(r, 3000));
       const sb = await createSandbox(req.definition ?? {}, req.secret_sources);
       return { sandbox_id: sb.id, task_id: sb.taskId, tunnels: [], command_router_access: { jwt: sb.jwt, url: routerUrl(port) } };
     },
