@@ -157,6 +157,34 @@ TEST(Modal, WrongCredentialsAreAnAuthenticationError) {
   setenv("MODAL_TOKEN_SECRET", secret.c_str(), 1);
 }
 
+// The control plane over TLS: the transports' TLS channel offers h2 by ALPN, the server agrees,
+// and gRPC runs on it (the router, on this machine, is dialled in plaintext as the SDKs do).
+TEST(Modal, OverTlsTheControlPlaneAgreesToH2ByAlpn) {
+  SBX_REQUIRE_MODAL_SERVER();
+  const char* dir = std::getenv("SBX_MODAL_DIR");
+  std::ifstream in(std::string(dir) + "/ports.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto at = text.str().find("\"grpcTls\":");
+  if (at == std::string::npos) GTEST_SKIP() << "*** the local Modal server has no TLS port ***";
+  const int tls_port = std::atoi(text.str().c_str() + at + 10);
+  const std::string ca = "/var/lib/sandboxio-test/tls/ca.pem";
+  auto sb = sandboxio::sync::Sandbox::create(
+      "modal://sandboxio-test/python:bookworm?server_url=https://127.0.0.1:" +
+      std::to_string(tls_port) + "&ca=" + ca);
+  EXPECT_EQ(sb.run({"echo", "over tls"}).stdout_bytes, "over tls\n");
+  sb.kill();
+  // A server certificate the trust anchors given do not vouch for: a coded TLS error.
+  try {
+    (void)sandboxio::sync::Sandbox::create(
+        "modal://sandboxio-test/python:bookworm?server_url=https://127.0.0.1:" +
+        std::to_string(tls_port) + "&ca=/etc/ssl/certs/ca-certificates.crt");
+    ADD_FAILURE() << "a server certificate outside the trust anchors was accepted";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.sbx_code(), sandboxio::errc::TlsError) << e.what();
+  }
+}
+
 // doctor: the credentials named by where they came from, never shown; the control plane asked
 // one free question (an id that does not exist), which proves it accepts them.
 TEST(Modal, DoctorNamesTheCredentialsAndAsksTheControlPlaneForFree) {

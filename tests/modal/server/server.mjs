@@ -6,6 +6,7 @@
 // before our client is tested against it.
 //
 //   node server.mjs --state DIR --ports-file FILE [--runtime runsc] [--tls-cert C --tls-key K]
+// ports.json: {"grpc": h2c port, "grpcTls": TLS port (ALPN h2), ...}
 //
 // What the SDK does on the wire is in ../shared/modal-protocol/NOTES.md (from modal@0.11.1's
 // dist). The router is served on the same port as the control plane: the SDK dials the router
@@ -642,12 +643,14 @@ function serve(handlers, check) {
   return out;
 }
 
-async function listen(creds) {
+// `routerPort`: where the router URLs point. Clients of a control plane on this machine dial the
+// router in plaintext whatever its URL says (the SDKs' rule), so both servers name the h2c port.
+async function listen(creds, routerPort = null) {
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 100 << 20, 'grpc.max_send_message_length': 100 << 20 });
   const port = await new Promise((resolve_, reject) => {
     server.bindAsync('127.0.0.1:0', creds, (err, p) => (err ? reject(err) : resolve_(p)));
   });
-  server.addService(proto.modal.client.ModalClient.service, serve(controlPlane(port), checkControlPlane));
+  server.addService(proto.modal.client.ModalClient.service, serve(controlPlane(routerPort ?? port), checkControlPlane));
   server.addService(proto.modal.task_command_router.TaskCommandRouter.service,
     serve(router, (call, method) => {
       if (method === 'TaskExecStdinWriteStream') return;
@@ -669,7 +672,7 @@ async function main() {
   const servers = [plain.server];
   if (args.tlsCert) {
     const creds = grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(args.tlsCert), private_key: readFileSync(args.tlsKey) }], false);
-    const tls = await listen(creds);
+    const tls = await listen(creds, plain.port);
     ports.grpcTls = tls.port;
     servers.push(tls.server);
   }
