@@ -1,10 +1,11 @@
 // One downstream program, any backend: only the DSN changes. The test suite runs this very
-// program on fake://, docker:// and e2b:// (the local E2B-compatible server) and requires the
-// same output from all three.
+// program on fake://, docker://, e2b:// (the local E2B-compatible server) and modal:// (the
+// local Modal server) and requires the same output from all four.
 //
 //   one_line_swap fake://
 //   one_line_swap docker://python:3.12-slim
 //   one_line_swap e2b://code-interpreter-v1            (E2B_API_KEY set)
+//   one_line_swap modal://python:3.12-slim             (MODAL_TOKEN_ID and _SECRET set)
 #include <algorithm>
 #include <iostream>
 #include <string>

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../support/flight_session.hpp"
 #include "sandboxio/contract.hpp"
 #include "sandboxio/contract_gtest.hpp"
 #include "sandboxio/modal.hpp"
@@ -128,6 +129,31 @@ TEST(Modal, ACommandRunsInAGvisorSandboxOnTheRouter) {
   EXPECT_EQ(r.stderr_bytes, "err\n");
   EXPECT_EQ(r.exit_code, 3);
   sb.kill();
+}
+
+// Modal runs every sandbox under gVisor: require_isolation up to gvisor is met, microvm is not.
+TEST(Modal, RequireIsolationGvisorIsMetAndMicrovmRefused) {
+  SBX_REQUIRE_MODAL_SERVER();
+  sandboxio::CreateOptions o;
+  o.require_isolation = sandboxio::IsolationTier::Gvisor;
+  auto sb = sandboxio::sync::Sandbox::create(dsn(), o);
+  EXPECT_TRUE(sb.run({"true"}).ok());
+  sb.kill();
+  o.require_isolation = sandboxio::IsolationTier::Microvm;
+  try {
+    (void)sandboxio::sync::Sandbox::create(dsn(), o);
+    ADD_FAILURE() << "microvm was said to be met";
+  } catch (const sandboxio::Error& e) {
+    EXPECT_EQ(e.sbx_code(), sandboxio::errc::IsolationNotSatisfied) << e.what();
+  }
+}
+
+// A session recorded on modal:// (HTTP/2 and gRPC underneath) replays offline identically:
+// results, file bytes and records.
+TEST(Modal, ARecordedSessionReplaysIdentically) {
+  SBX_REQUIRE_MODAL_SERVER();
+  const auto summary = sandboxio::testing::expect_identical_replay(dsn(), true, 300 * 1024);
+  EXPECT_GT(summary.inputs, 10u);
 }
 
 TEST(Modal, WithoutCredentialsCreateSaysWhichAreMissing) {
