@@ -52,20 +52,20 @@ def _now() -> int:
 # One TLS context per trust configuration, made on first use and kept for the process: the
 # system's CA bundle costs 19 to 35 ms of CPU to load, which a context per connection paid on
 # every handshake (the C++ transports keep theirs the same way, sandboxio/tls.hpp).
-_TLS_CONTEXTS: Dict[Tuple[str, str, str], ssl.SSLContext] = {}
+_TLS_CONTEXTS: Dict[Tuple[str, str, str, Tuple[str, ...]], ssl.SSLContext] = {}
 
 
-def _tls_context(ca: str, cert: str, key: str) -> ssl.SSLContext:
-    found = _TLS_CONTEXTS.get((ca, cert, key))
+def _tls_context(ca: str, cert: str, key: str, alpn: Tuple[str, ...]) -> ssl.SSLContext:
+    found = _TLS_CONTEXTS.get((ca, cert, key, alpn))
     if found is not None:
         return found
     context = ssl.create_default_context(cafile=ca or None)
     if cert:
         context.load_cert_chain(cert, key or None)
-    context.set_alpn_protocols(["http/1.1"])
+    context.set_alpn_protocols(list(alpn) or ["http/1.1"])
     if len(_TLS_CONTEXTS) >= 16:
         _TLS_CONTEXTS.pop(next(iter(_TLS_CONTEXTS)))
-    _TLS_CONTEXTS[(ca, cert, key)] = context
+    _TLS_CONTEXTS[(ca, cert, key, alpn)] = context
     return context
 
 
@@ -153,7 +153,7 @@ def _pool(loop: asyncio.AbstractEventLoop) -> _Pool:
 
 def _pool_key(endpoint: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """An endpoint as the pool tells them apart: kind, address, port, TLS and its settings."""
-    return tuple(endpoint[:8])
+    return tuple(endpoint[:8]) + (tuple(endpoint[10]),)
 
 
 class _Conn(asyncio.Protocol):
@@ -431,7 +431,7 @@ class _Driver:
             conn.close(int(request[2]))
 
     async def open(self, conn: _Conn, endpoint: Tuple[Any, ...]) -> None:
-        kind, address, port, tls, server_name, ca, cert, key, peer_pid, argv = endpoint
+        kind, address, port, tls, server_name, ca, cert, key, peer_pid, argv, alpn = endpoint
         try:
             if kind == "unix":
                 transport, _ = await self.loop.create_unix_connection(lambda: conn, address)
@@ -444,10 +444,16 @@ class _Driver:
             elif kind == "tcp":
                 context = None
                 if tls:
-                    context = _tls_context(ca, cert, key)
-                await self.loop.create_connection(
+                    context = _tls_context(ca, cert, key, tuple(alpn))
+                transport, _ = await self.loop.create_connection(
                     lambda: conn, address, port, ssl=context,
                     server_hostname=server_name if tls else None)
+                if tls and alpn:
+                    agreed = transport.get_extra_info("ssl_object").selected_alpn_protocol()
+                    if agreed not in alpn:
+                        transport.abort()
+                        raise _Refused(_TLS_ERROR, f"{server_name} did not agree to {alpn[0]} "
+                                       f"by ALPN (it named {agreed or 'none'})")
             else:
                 child = _native.spawn(list(argv))
                 conn.child = child

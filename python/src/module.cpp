@@ -295,7 +295,7 @@ py::tuple from_endpoint(const Endpoint& e) {
                                                      : "process";
   return py::make_tuple(kind, e.address, e.port, e.tls,
                         e.server_name.empty() ? e.address : e.server_name, e.ca_file, e.cert_file,
-                        e.key_file, e.peer_pid, e.argv);
+                        e.key_file, e.peer_pid, e.argv, e.alpn);
 }
 
 // One machine, the records' sinks and the process's trace exporter; no I/O and no clock of

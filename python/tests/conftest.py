@@ -1,7 +1,8 @@
 """The Python suite's backends and modes.
 
 Every contract test runs on each backend (fake://, docker:// on the local test image, e2b://
-on the local E2B-compatible server over TLS, local://) and in each mode: `sync` (the blocking
+on the local E2B-compatible server over TLS, local://, modal:// on the local Modal server over
+TLS) and in each mode: `sync` (the blocking
 transport) and `async` (sandboxio's asyncio transport, one event loop per test). A backend
 that is not available here skips loudly, except under SBX_REQUIRE_DOCKER=1 (CI), where
 docker:// and e2b:// fail instead, and SBX_REQUIRE_LOCAL=1 for local://.
@@ -60,6 +61,21 @@ def e2b_dsn() -> str:
             f"&sandbox_url=https://127.0.0.1:{ports['sandboxTls']}&ca={TEST_CA}")
 
 
+def modal_dsn() -> str:
+    """modal:// on the local Modal server, its control plane over TLS (ALPN h2)."""
+    folder = os.environ.get("SBX_MODAL_DIR")
+    ports_file = os.path.join(folder, "ports.json") if folder else ""
+    if not folder or not os.path.exists(ports_file):
+        _skip_or_fail("the local Modal server is not running (ctest starts it)",
+                      "SBX_REQUIRE_DOCKER")
+    with open(ports_file) as f:
+        ports = json.load(f)
+    os.environ.update(MODAL_TOKEN_ID="ak-local-test", MODAL_TOKEN_SECRET="as-local-test",
+                      MODAL_CONFIG_PATH="/nonexistent")
+    return (f"modal://{DOCKER_IMAGE}?server_url=https://127.0.0.1:{ports['grpcTls']}"
+            f"&ca={TEST_CA}")
+
+
 def e2b_addresses(sandbox_id: str) -> set:
     """The client addresses of the connections that carried requests for a sandbox, as the
     local E2B server saw them (its /_test/connections)."""
@@ -85,6 +101,8 @@ def dsn_for(backend: str) -> str:
         if not shutil.which("bwrap"):
             _skip_or_fail("no bubblewrap for local:// (scripts/deps.sh)", "SBX_REQUIRE_LOCAL")
         return "local://"
+    if backend == "modal":
+        return modal_dsn()
     return e2b_dsn()
 
 
@@ -139,7 +157,7 @@ class _AsyncProcessAsSync:
         self._loop.run_until_complete(self._proc.__aexit__(*exc))
 
 
-@pytest.fixture(params=["fake", "docker", "e2b", "local"])
+@pytest.fixture(params=["fake", "docker", "e2b", "local", "modal"])
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 

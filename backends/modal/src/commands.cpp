@@ -12,6 +12,26 @@
 #include "sandboxio/codec/shell.hpp"
 
 namespace sandboxio::modal::detail {
+namespace {
+
+// The exception of a failed `python3 -c` cell, from the traceback Python printed last on stderr
+// ("ValueError: boom" -> name and value).
+std::optional<CodeError> code_error(const Bytes& err) {
+  const auto at = err.rfind("Traceback (most recent call last):");
+  if (at == std::string::npos) return std::nullopt;
+  CodeError e;
+  e.traceback = err.substr(at);
+  std::string_view rest = e.traceback;
+  while (!rest.empty() && rest.back() == '\n')
+    rest.remove_suffix(1);
+  const std::string_view last = rest.substr(rest.rfind('\n') + 1);
+  const auto colon = last.find(": ");
+  e.name = std::string(last.substr(0, colon));
+  if (colon != std::string_view::npos) e.value = std::string(last.substr(colon + 2));
+  return e;
+}
+
+}  // namespace
 
 OpId ModalMachine::submit_run(Command command, Instant now) {
   return start_command(Operation::Run, std::move(command), false, now);
@@ -243,6 +263,8 @@ void ModalMachine::finish_command(OpId id, Instant now) {
     r.termination = Termination::Signalled;
     r.signal = *r.exit_code - 128;
   }
+  if (op.record.operation == Operation::RunCode && r.exit_code != 0)
+    r.error = code_error(r.stderr_bytes);
   if (op.cancelled) return cancelled(id, now);
   if (op.fail_with) return void(fail(id, std::move(*op.fail_with), now));
   complete(id, std::move(r), now);
