@@ -208,7 +208,7 @@ void GrpcCalls::lose(ConnId id, const Problem& problem, Instant now) {
 }
 
 void GrpcCalls::eof(ConnId id, Instant now) {
-  lose(id, Problem{errc::ConnectionFailed, peer_ + " closed the connection", ""}, now);
+  lose(id, Problem{errc::ConnectionLost, peer_ + " closed the connection", {}}, now);
 }
 
 void GrpcCalls::failed(ConnId id, const Problem& problem, Instant now) {

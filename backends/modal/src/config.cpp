@@ -131,10 +131,16 @@ Result<Config> config_for(const Dsn& dsn) {
   auto typed = dsn.typed(kOptions);
   if (!typed) return typed.problem();
   const TypedOptions& o = typed.value();
-  const auto [profile_name, profile] = active_profile();
+  // What the profile file says goes through the ambient scope as the variables do, so that a
+  // flight-recorder trace replays with it; its token_secret is kept out of the trace as every
+  // *_SECRET is (flight.cpp).
+  const auto [file_profile, profile] = active_profile();
+  const std::string profile_name = backend::ambient("modal-profile", [&] { return file_profile; });
   auto from_profile = [&](const char* key) {
-    auto it = profile.find(key);
-    return it == profile.end() ? std::string() : it->second;
+    return backend::ambient(std::string("env:modal-profile:") + key, [&] {
+      auto it = profile.find(key);
+      return it == profile.end() ? std::string() : it->second;
+    });
   };
   Config c;
   c.image = dsn.target;
