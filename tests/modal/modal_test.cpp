@@ -3,6 +3,8 @@
 // blocking and the Asio transports, and what is Modal's own.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -38,8 +40,14 @@ const bool credentials_set = [] {
   return true;
 }();
 
-std::string dsn(const std::string& image = "sandboxio-test/python:bookworm") {
-  return "modal://" + image + "?server_url=http://127.0.0.1:" + std::to_string(server_port());
+// This test process's own app, so that what it counts as its sandboxes is its own while other
+// test processes use the server too.
+const std::string kApp = "sbx-test-" + std::to_string(::getpid());
+
+std::string dsn(const std::string& image = "sandboxio-test/python:bookworm",
+                const std::string& app = kApp) {
+  return "modal://" + image + "?server_url=http://127.0.0.1:" + std::to_string(server_port()) +
+         "&app=" + app;
 }
 
 std::string shell(const std::string& command) {
@@ -54,12 +62,15 @@ std::string shell(const std::string& command) {
   return out;
 }
 
-// The sandboxes the local server runs now: one container each, labelled with its id.
+// The sandboxes the local server runs now for this process's apps: one container each,
+// labelled with its id and its app.
 std::vector<std::string> live_sandboxes() {
   std::vector<std::string> ids;
   std::istringstream lines(
       shell("docker ps --filter label=io.sandboxio.test.modal-sandbox "
-            "--format '{{.Label \"io.sandboxio.test.modal-sandbox\"}}' 2>/dev/null"));
+            "--format '{{.Label \"io.sandboxio.test.modal-app\"}} "
+            "{{.Label \"io.sandboxio.test.modal-sandbox\"}}' 2>/dev/null | grep -E '^(" +
+            kApp + "|sbx-slow-create-" + std::to_string(::getpid()) + ") ' | cut -d' ' -f2"));
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) ids.push_back(line);
   return ids;
@@ -87,7 +98,8 @@ Target modal_target(std::shared_ptr<sandboxio::contract::Transport> transport) {
                     "socket.SOCK_DGRAM).connect(('192.0.2.1', 9))"};
   t.live_sandboxes = live_sandboxes;
   // The local server takes three seconds to create in this app.
-  t.slow_create_dsn = dsn() + "&app=sbx-slow-create";
+  t.slow_create_dsn =
+      dsn("sandboxio-test/python:bookworm", "sbx-slow-create-" + std::to_string(::getpid()));
   return t;
 }
 

@@ -179,8 +179,15 @@ void GrpcCalls::finish(CallId id, Instant now, std::optional<Problem> problem) {
   auto node = calls_.extract(id);
   if (node.empty()) return;
   Call& call = node.mapped();
-  if (auto cit = conns_.find(call.conn); cit != conns_.end())
+  if (auto cit = conns_.find(call.conn); cit != conns_.end()) {
     cit->second.streams.erase(call.stream);
+    // What a held-back consumer had not read is the connection's window too: given back, or
+    // the connection's other calls would starve.
+    if (call.held_bytes > 0) {
+      cit->second.h2->consume(call.stream, call.held_bytes);
+      flush(call.conn);
+    }
+  }
   GrpcReply r;
   if (call.reader.done()) {
     r.status = call.reader.status();

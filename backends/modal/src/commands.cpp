@@ -156,7 +156,8 @@ void ModalMachine::read_stdio(OpId id, int fd, Instant now) {
         Op* o = find_op(id);
         if (!o) return;
         if (!r.status.ok()) {
-          if (r.status.code == grpc::Code::Unavailable && r.status.synthesized && !o->exit)
+          if (r.status.code == grpc::Code::Unavailable && r.status.synthesized && !o->exit &&
+              o->reads_resumed++ < kReadResumes)
             return read_stdio(id, fd, t);  // the stream broke: read on from where it was
           Problem p = status_problem(r, "TaskExecStdioRead");
           if (o->kind == OpState::Kind::Command && p.code == errc::OutputLimitExceeded) {

@@ -74,10 +74,12 @@ void ModalMachine::handle_timeout(Instant now) {
 
 void ModalMachine::with_token(OpId op, std::function<void(Instant)> next, Instant now) {
   if (!token_.empty()) return next(now);
-  token_waiters_.push_back(std::move(next));
+  token_waiters_.emplace_back(op, std::move(next));
   if (token_asked_) return;
   token_asked_ = true;
-  backend::GrpcCallSpec spec{op, config_.server, std::string(kControl) + "AuthTokenGet",
+  // The machine's own call, not `op`'s: cancelling the operation that asked first must not leave
+  // the others waiting for a token that never comes.
+  backend::GrpcCallSpec spec{0,  config_.server, std::string(kControl) + "AuthTokenGet",
                              {}, kUnaryTimeout,  "AuthTokenGet"};
   spec.metadata = {{"x-modal-client-type", "8"},
                    {"x-modal-client-version", "1.0.0"},
@@ -94,15 +96,12 @@ void ModalMachine::with_token(OpId op, std::function<void(Instant)> next, Instan
         if (r.status.ok() && r.messages.size() == 1) token_ = msg::string_field(r.messages[0], 1);
         if (token_.empty()) {
           const Problem p = status_problem(r, "AuthTokenGet");
-          std::vector<OpId> ids;
-          for (const auto& [id, pending] : ops_)
-            ids.push_back(id);
-          for (OpId id : ids)
-            fail(id, p, t);
+          for (const auto& [waiting, resume] : waiters)
+            fail(waiting, p, t);
           return;
         }
-        for (auto& w : waiters)
-          w(t);
+        for (auto& [waiting, resume] : waiters)
+          resume(t);
       },
       now);
 }
@@ -401,25 +400,45 @@ OpId ModalMachine::submit_kill(Instant now) {
   if (sandbox_id().empty())
     return fail(id, Problem{errc::SandboxError, "no sandbox yet: nothing to kill", {}}, now);
   if (gone_) {
-    grpc_.close_all();
+    ended(now);
     return complete(id, std::monostate{}, now), id;
   }
   control(
       id, "SandboxTerminateV2", msg::by_sandbox(sandbox_id()),
       [this, id](std::string, Instant t) {
-        gone_ = true;
         complete(id, std::monostate{}, t);
-        grpc_.close_all();
+        ended(t);
       },
       now,
       [this, id](const backend::GrpcReply& r, Instant t) {
         if (r.status.code != grpc::Code::NotFound) return false;
-        gone_ = true;  // already gone: what kill wanted
-        complete(id, std::monostate{}, t);
-        grpc_.close_all();
+        complete(id, std::monostate{}, t);  // already gone: what kill wanted
+        ended(t);
         return true;
       });
   return id;
+}
+
+void ModalMachine::ended(Instant now) {
+  gone_ = true;
+  // What was still running ended with the sandbox: a command with SandboxGone and its output
+  // so far, anything else with the sandbox's problem. Then the connections close.
+  std::vector<OpId> open_ops;
+  for (const auto& [op_id, op] : ops_)
+    open_ops.push_back(op_id);
+  for (OpId op_id : open_ops) {
+    Op* op = find_op(op_id);
+    if (!op) continue;
+    if (op->kind == OpState::Kind::Command) {
+      op->forced = Termination::SandboxGone;
+      op->killing = false;
+      finish_command(op_id, now);
+    } else {
+      grpc_.cancel_op(op_id);
+      fail(op_id, gone_problem(), now);
+    }
+  }
+  grpc_.close_all();
 }
 
 void ModalMachine::submit_cancel(OpId id, Instant now) {

@@ -29,6 +29,8 @@ inline constexpr std::chrono::milliseconds kWaitTimeout = 55s;
 // A file's bytes go to fs-tools' stdin in pieces of this size (the SDK's).
 inline constexpr std::size_t kStdinPiece = std::size_t{256} << 10;
 inline constexpr std::size_t kReadFileLimit = std::size_t{2} << 30;
+// How often an output read whose stream broke is begun again from its offset (the SDKs resume).
+inline constexpr int kReadResumes = 3;
 // How long a killed command's result may wait for its killer.
 inline constexpr std::chrono::milliseconds kKillBackstop = 3s;
 // GenericResult.status
@@ -88,7 +90,8 @@ struct OpState {
   std::string exec_id{};
   backend::OutputAccount output{};
   Instant exec_started{};
-  int reads_open = 0;  // stdout and stderr reads in flight
+  int reads_open = 0;     // stdout and stderr reads in flight
+  int reads_resumed = 0;  // reads begun again after their stream broke (at most kReadResumes)
   std::optional<ExecExit> exit{};
   Bytes stdin_data{};
   std::optional<Termination> forced{};
@@ -158,6 +161,8 @@ class ModalMachine final : public backend::MachineCore<OpState> {
   [[nodiscard]] std::optional<Problem> need_sandbox() const;
   void created(OpId id, const CreateReply& reply, Instant now);
   void set_router(const std::string& jwt, const std::string& url);
+  /// The sandbox has ended (kill): what still runs ends with it, and the connections close.
+  void ended(Instant now);
 
   // commands.cpp
   OpId start_command(Operation operation, Command command, bool streaming, Instant now);
@@ -187,7 +192,7 @@ class ModalMachine final : public backend::MachineCore<OpState> {
   Config config_;
   backend::GrpcCalls grpc_;
   std::string token_{};  // AuthTokenGet's JWT
-  std::vector<std::function<void(Instant)>> token_waiters_{};
+  std::vector<std::pair<OpId, std::function<void(Instant)>>> token_waiters_{};
   bool token_asked_ = false;
   std::string app_id_{};
   bool creating_ = false;  // SandboxCreateV2 is in flight

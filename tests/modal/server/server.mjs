@@ -258,7 +258,7 @@ function envOf(sources) {
   return env;
 }
 
-async function createSandbox(definition, secretSources) {
+async function createSandbox(definition, secretSources, app = '') {
   const image = images.get(definition.image_id) ?? fail(grpc.status.NOT_FOUND, `Image ${definition.image_id} not found`);
   const gpu = definition.resources?.gpu_config;
   if (gpu && (gpu.count || gpu.gpu_type)) {
@@ -272,7 +272,7 @@ async function createSandbox(definition, secretSources) {
   const env = envOf(secretSources);
   const sb = new Sandbox();
   const argv = ['create', '-i', '--name', sb.name, '--label', `${LABEL}=${process.pid}`,
-    '--label', `io.sandboxio.test.modal-sandbox=${sb.id}`, '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
+    '--label', `io.sandboxio.test.modal-sandbox=${sb.id}`, '--label', `io.sandboxio.test.modal-app=${app}`, '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
   if (runtime) argv.push('--runtime', runtime);
   if (network === NETWORK.BLOCKED || definition.block_network) argv.push('--network', 'none');
   const res = definition.resources ?? {};
@@ -503,9 +503,10 @@ function controlPlane(port) {
       return { image_id: req.image_id };
     },
     async SandboxCreateV2(req) {
-      // The tests' slow create (cancellation while it is in flight): the app sbx-slow-create.
-      if (appNames.get(req.app_id) === 'sbx-slow-create') await new Promise((r) => setTimeout(r, 3000));
-      const sb = await createSandbox(req.definition ?? {}, req.secret_sources);
+      // The tests' slow create (cancellation while it is in flight): an app named sbx-slow-create*.
+      const app = appNames.get(req.app_id) ?? '';
+      if (app.startsWith('sbx-slow-create')) await new Promise((r) => setTimeout(r, 3000));
+      const sb = await createSandbox(req.definition ?? {}, req.secret_sources, app);
       return { sandbox_id: sb.id, task_id: sb.taskId, tunnels: [], command_router_access: { jwt: sb.jwt, url: routerUrl(port) } };
     },
     async SandboxCreate() {
