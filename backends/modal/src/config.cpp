@@ -134,7 +134,10 @@ Result<Config> config_for(const Dsn& dsn) {
   // What the profile file says goes through the ambient scope as the variables do, so that a
   // flight-recorder trace replays with it; its token_secret is kept out of the trace as every
   // *_SECRET is (flight.cpp).
-  const auto [file_profile, profile] = active_profile();
+  // (Not structured bindings: clang 14 cannot capture them in the lambdas below.)
+  const std::pair<std::string, Profile> active = active_profile();
+  const std::string& file_profile = active.first;
+  const Profile& profile = active.second;
   const std::string profile_name = backend::ambient("modal-profile", [&] { return file_profile; });
   auto from_profile = [&](const char* key) {
     return backend::ambient(std::string("env:modal-profile:") + key, [&] {
