@@ -63,9 +63,19 @@ OpId ModalMachine::start_command(Operation operation, Command command, bool stre
   // The router kills the exec at its timeout, in whole seconds: the next one up.
   const auto secs =
       static_cast<std::uint32_t>(std::ceil(static_cast<double>(command.timeout.count()) / 1000.0));
-  start_exec(id, command.argv, command.env,
-             command.workdir.empty() && options_ ? options_->workdir : command.workdir,
-             std::max<std::uint32_t>(secs, 1), now);
+  auto launch = [this, id, argv = std::move(command.argv), env = std::move(command.env),
+                 workdir =
+                     command.workdir.empty() && options_ ? options_->workdir : command.workdir,
+                 secs](Instant t) {
+    if (alive(id)) start_exec(id, argv, env, workdir, std::max<std::uint32_t>(secs, 1), t);
+  };
+  // A command submitted while another one is being killed waits for the kill: what it sees
+  // (a process list, a port) must not include what was killed.
+  if (kills_in_flight_ > 0) {
+    after_kills_.push_back(std::move(launch));
+  } else {
+    launch(now);
+  }
   return id;
 }
 
@@ -225,24 +235,37 @@ void ModalMachine::kill_command(OpId id, Termination why, Instant now) {
   op->deadline = now + std::chrono::duration_cast<Instant::duration>(kKillBackstop);
   const std::string killer = next_exec_id();
   const std::vector<std::string> argv{"sh", "-c", std::string(kKillByTokenScript), "sh", op->token};
+  // The killer's calls are the machine's own (op 0): they run to their end even when the
+  // command's result was given first (the backstop), so that the commands waiting for the
+  // kill start only once it is done.
+  ++kills_in_flight_;
   auto done = [this, id](backend::GrpcReply, Instant t) {
-    if (Op* o = find_op(id)) {
+    if (Op* o = find_op(id); o && o->killing) {
       o->killing = false;
       o->exit = o->exit.value_or(ExecExit{});
       o->reads_open = 0;
       finish_command(id, t);
     }
+    kill_done(t);
   };
   grpc_.call(
-      router_spec(id, "TaskExecStart", kUnaryTimeout),
+      router_spec(0, "TaskExecStart", kUnaryTimeout),
       msg::exec_start(task_, killer, argv, Env{}, {}, 10), true, {},
-      [this, id, killer, done](backend::GrpcReply r, Instant t) {
-        if (!alive(id)) return;
+      [this, killer, done](backend::GrpcReply r, Instant t) {
         if (!r.status.ok()) return done(std::move(r), t);
-        grpc_.call(router_spec(id, "TaskExecWait", kWaitTimeout), msg::exec_ref(task_, killer),
-                   true, {}, done, t);
+        grpc_.call(router_spec(0, "TaskExecWait", kWaitTimeout), msg::exec_ref(task_, killer), true,
+                   {}, done, t);
       },
       now);
+}
+
+void ModalMachine::kill_done(Instant now) {
+  if (kills_in_flight_ > 0) --kills_in_flight_;
+  if (kills_in_flight_ > 0) return;
+  auto waiting = std::move(after_kills_);
+  after_kills_.clear();
+  for (auto& launch : waiting)
+    launch(now);
 }
 
 void ModalMachine::finish_command(OpId id, Instant now) {

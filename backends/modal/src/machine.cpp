@@ -438,6 +438,10 @@ void ModalMachine::ended(Instant now) {
       fail(op_id, gone_problem(), now);
     }
   }
+  // Killers in flight end with the connections; nothing waits for them now (every command
+  // above has its result).
+  kills_in_flight_ = 0;
+  after_kills_.clear();
   grpc_.close_all();
 }
 

@@ -181,6 +181,8 @@ class ModalMachine final : public backend::MachineCore<OpState> {
   /// Kills the command's process tree (every process with its token) by an exec of its own;
   /// the result (with `why`) is given once that exec has ended, or after kKillBackstop.
   void kill_command(OpId id, Termination why, Instant now);
+  /// A killer has ended: when none is left, the commands that waited for the kills start.
+  void kill_done(Instant now);
   std::optional<Problem> take_output(OpId id, StreamKind kind, std::string_view bytes);
 
   // files.cpp
@@ -201,6 +203,8 @@ class ModalMachine final : public backend::MachineCore<OpState> {
   std::string router_jwt_{};
   std::chrono::seconds lifetime_{};
   std::uint64_t execs_ = 0;
+  int kills_in_flight_ = 0;
+  std::vector<std::function<void(Instant)>> after_kills_{};  // commands waiting for the kills
 };
 
 }  // namespace sandboxio::modal::detail
